@@ -1,0 +1,263 @@
+import hashlib
+import uuid
+from pathlib import Path
+
+from django.db import models
+from django.utils import timezone
+
+from tenants.models import KnowledgeBase, Tenant
+
+
+def _original_path(document, filename):
+    # Originals are stored by content hash under the tenant, so nothing user-supplied becomes a path.
+    suffix = Path(filename).suffix.lower()[:16]
+    return f"originals/{document.kb.tenant_id}/{document.kb_id}/{document.sha256}{suffix}"
+
+
+class DocumentQuerySet(models.QuerySet):
+    def in_scope(self, scope):
+        return self.filter(kb__tenant=scope.tenant, kb_id__in=scope.kb_ids)
+
+
+class Document(models.Model):
+    """One uploaded source. The original file is kept whatever happens to it."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        PARSING = "parsing"
+        EXTRACTING = "extracting"
+        INDEXING = "indexing"
+        READY = "ready"
+        FAILED = "failed"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.PARSING, Status.EXTRACTING, Status.INDEXING)
+
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
+    original = models.FileField(upload_to=_original_path, max_length=500)
+    filename = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64, db_index=True)
+    size = models.BigIntegerField(default=0)
+    content_type = models.CharField(max_length=200, blank=True, help_text="as declared by the uploader")
+    detected_type = models.CharField(max_length=32, blank=True, help_text="as detected from the content")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    stage = models.CharField(max_length=200, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    chunk_count = models.PositiveIntegerField(default=0)
+    episode_count = models.PositiveIntegerField(default=0)
+    fact_count = models.PositiveIntegerField(default=0)
+    page_count = models.PositiveIntegerField(null=True, blank=True)
+    extraction_mode = models.CharField(max_length=16, blank=True, help_text="llm or deterministic")
+    metadata = models.JSONField(default=dict, blank=True)
+    uploaded_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = DocumentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["kb", "sha256"], name="document_unique_content_per_kb")]
+
+    def __str__(self):
+        return self.filename
+
+    @property
+    def tenant_id(self):
+        return self.kb.tenant_id
+
+    @property
+    def is_finished(self):
+        return self.status in (self.Status.READY, self.Status.FAILED)
+
+    def claim(self, from_statuses, to_status, stage="") -> bool:
+        """Move to `to_status` only if still in one of `from_statuses`; False if someone else has it."""
+        updated = Document.objects.filter(pk=self.pk, status__in=from_statuses).update(
+            status=to_status, stage=stage, updated_at=timezone.now()
+        )
+        if updated:
+            self.status, self.stage = to_status, stage
+        return bool(updated)
+
+    def set_progress(self, progress: int, stage: str) -> None:
+        self.progress, self.stage = max(0, min(100, progress)), stage[:200]
+        Document.objects.filter(pk=self.pk).update(progress=self.progress, stage=self.stage, updated_at=timezone.now())
+
+    def mark_failed(self, reason: str) -> None:
+        self.status, self.error, self.finished_at = self.Status.FAILED, reason[:2000], timezone.now()
+        self.stage = "failed"
+        self.save(update_fields=["status", "error", "stage", "finished_at", "updated_at"])
+
+    def mark_ready(self) -> None:
+        self.status, self.progress, self.stage, self.error = self.Status.READY, 100, "ready", ""
+        self.finished_at = timezone.now()
+        self.save(update_fields=["status", "progress", "stage", "error", "finished_at", "updated_at"])
+
+
+class Chunk(models.Model):
+    """A retrieval unit cut along the document's structure: parents hold children."""
+
+    class Level(models.TextChoices):
+        PARENT = "parent"
+        CHILD = "child"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    level = models.CharField(max_length=8, choices=Level.choices)
+    ordinal = models.PositiveIntegerField(help_text="position among the document's chunks of this level")
+    text = models.TextField()
+    section_path = models.JSONField(default=list, blank=True)
+    page = models.PositiveIntegerField(null=True, blank=True)
+    slide = models.PositiveIntegerField(null=True, blank=True)
+    sheet = models.CharField(max_length=200, blank=True)
+    start_time = models.FloatField(null=True, blank=True, help_text="seconds")
+    end_time = models.FloatField(null=True, blank=True, help_text="seconds")
+    speaker = models.CharField(max_length=200, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["document", "level", "ordinal"]
+        constraints = [models.UniqueConstraint(fields=["document", "level", "ordinal"], name="chunk_fixed_key")]
+
+    def __str__(self):
+        return f"{self.document_id}:{self.level}:{self.ordinal}"
+
+    @property
+    def location(self) -> dict:
+        """Where in the original this chunk sits, with empty fields left out."""
+        loc = {
+            "page": self.page,
+            "slide": self.slide,
+            "sheet": self.sheet or None,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "speaker": self.speaker or None,
+            "section_path": self.section_path or None,
+        }
+        return {k: v for k, v in loc.items() if v not in (None, [], "")}
+
+
+class Message(models.Model):
+    """A raw chat turn posted through the memories API; accumulated until flushed into a MemCell."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="messages")
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="messages")
+    user_id = models.CharField(max_length=200, db_index=True)
+    agent_id = models.CharField(max_length=200, blank=True)
+    group_id = models.CharField(max_length=200, blank=True)
+    session_id = models.CharField(max_length=200, db_index=True)
+    message_id = models.CharField(max_length=200, help_text="client id, or generated")
+    sender_id = models.CharField(max_length=200, blank=True)
+    sender_name = models.CharField(max_length=200, blank=True)
+    role = models.CharField(max_length=32, blank=True)
+    content = models.TextField()
+    timestamp = models.DateTimeField(db_index=True)
+    segment_id = models.UUIDField(null=True, blank=True, db_index=True, help_text="MemCell once extracted")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["timestamp", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["kb", "user_id", "session_id", "message_id"], name="message_idempotent")
+        ]
+
+    def __str__(self):
+        return f"{self.session_id}:{self.message_id}"
+
+
+class MemoryQuerySet(models.QuerySet):
+    def in_scope(self, scope):
+        return self.filter(tenant=scope.tenant, kb_id__in=scope.kb_ids)
+
+    def active(self):
+        return self.filter(status=Memory.Status.ACTIVE)
+
+
+class Memory(models.Model):
+    """What was understood: an episode, its atomic facts, and later kinds. Every memory cites sources."""
+
+    class Kind(models.TextChoices):
+        EPISODE = "episode"
+        ATOMIC_FACT = "atomic_fact"
+        PROFILE = "profile"
+        FORESIGHT = "foresight"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        DISABLED = "disabled"
+        SUPERSEDED = "superseded"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memories")
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="memories")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, null=True, blank=True, related_name="memories")
+    kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="facts")
+    ordinal = models.PositiveIntegerField(default=0, help_text="fixed key within the document or segment")
+    text = models.TextField()
+    topic = models.CharField(max_length=300, blank=True)
+    source_chunks = models.ManyToManyField(Chunk, blank=True, related_name="memories")
+    source_message_ids = models.JSONField(default=list, blank=True, help_text="client message ids cited")
+    user_id = models.CharField(max_length=200, blank=True, db_index=True)
+    session_id = models.CharField(max_length=200, blank=True, db_index=True)
+    segment_id = models.UUIDField(null=True, blank=True, db_index=True)
+    occurred_at = models.DateTimeField(null=True, blank=True, help_text="when it happened, if known")
+    extraction_mode = models.CharField(max_length=16, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
+    superseded_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "memories"
+        indexes = [models.Index(fields=["tenant", "kb", "kind", "status"])]
+
+    def __str__(self):
+        return f"{self.kind}: {self.text[:60]}"
+
+    @staticmethod
+    def hash_text(text: str) -> str:
+        normalised = " ".join(text.lower().split())
+        return hashlib.sha256(normalised.encode()).hexdigest()
+
+    def save(self, *args, **kwargs):
+        self.content_hash = self.hash_text(self.text)
+        if kwargs.get("update_fields") is not None and "text" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "content_hash"}
+        super().save(*args, **kwargs)
+
+
+class MemoryHistory(models.Model):
+    """Audit row for every change to a memory."""
+
+    class Event(models.TextChoices):
+        ADD = "ADD"
+        UPDATE = "UPDATE"
+        DELETE = "DELETE"
+
+    memory_id = models.UUIDField(db_index=True, help_text="kept after the memory is deleted")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memory_history")
+    event = models.CharField(max_length=8, choices=Event.choices)
+    old_text = models.TextField(blank=True)
+    new_text = models.TextField(blank=True)
+    old_status = models.CharField(max_length=16, blank=True)
+    new_status = models.CharField(max_length=16, blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "memory history"
+
+    def __str__(self):
+        return f"{self.event} {self.memory_id}"

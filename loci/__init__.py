@@ -1,0 +1,3 @@
+from loci.celery import app as celery_app
+
+__all__ = ["celery_app"]

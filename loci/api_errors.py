@@ -1,0 +1,26 @@
+"""API errors always answer {"error": "...", "detail": ...} with a readable message."""
+
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def exception_handler(exc, context):
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    data = response.data
+    if isinstance(data, dict) and "detail" in data and len(data) == 1:
+        message = str(data["detail"])
+    elif isinstance(data, dict):
+        message = "; ".join(f"{field}: {_flatten(errors)}" for field, errors in data.items())
+    else:
+        message = _flatten(data)
+    response.data = {"error": message, "detail": data}
+    return response
+
+
+def _flatten(errors) -> str:
+    if isinstance(errors, (list, tuple)):
+        return " ".join(_flatten(e) for e in errors)
+    if isinstance(errors, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in errors.items())
+    return str(errors)

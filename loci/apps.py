@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LociConfig(AppConfig):
+    name = "loci"
+    verbose_name = "Loci"

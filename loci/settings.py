@@ -1,0 +1,235 @@
+"""Loci settings: one module, read from the environment (see the settings table in README.md)."""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("LOCI_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY") or ("insecure-dev-key-change-me" if DEBUG or not env_bool("LOCI_REQUIRE_SECRET", False) else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set when LOCI_REQUIRE_SECRET=1")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "loci",
+    "tenants",
+    "ingest",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "loci.urls"
+WSGI_APPLICATION = "loci.wsgi.application"
+ASGI_APPLICATION = "loci.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: SQLite in WAL mode under var/ unless DATABASE_URL points elsewhere.
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "loci.sqlite3",
+            "OPTIONS": {
+                # WAL lets the web process read while a worker writes; IMMEDIATE takes the write
+                # lock at BEGIN so concurrent writers queue on busy_timeout instead of failing.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_ROOT = Path(env_str("LOCI_MEDIA_ROOT", str(VAR_DIR / "media")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- Uploads
+LOCI_MAX_UPLOAD_BYTES = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1) * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = env_int("LOCI_MAX_FILES_PER_UPLOAD", 200, minimum=1)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- REST framework
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Loci API",
+    "DESCRIPTION": "Multi-tenant knowledge and memory platform: documents and conversations in, "
+    "episodes and atomic facts out, hybrid mRAG search.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery (every key with the CELERY_ prefix is read by loci/celery.py)
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+_BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(_BROKER_DIR / "queue"),
+        "data_folder_out": str(_BROKER_DIR / "queue"),
+        "processed_folder": str(_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}
+)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True  # a killed worker's task is re-delivered
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minimum=10)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=20)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
+ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
+MILVUS_URI = env_str("MILVUS_URI")
+MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 19531, minimum=1024, maximum=65535)
+OPENSEARCH_URL = env_str("OPENSEARCH_URL")
+
+LOCI_VECTOR_INDEX = {
+    "BACKEND": env_str("LOCI_VECTOR_BACKEND", "retrieval.backends.milvus.MilvusVectorIndex"),
+    "OPTIONS": {
+        # With no MILVUS_URI, a Milvus Lite server process is started on demand over var/milvus.db.
+        "uri": MILVUS_URI,
+        "token": env_str("MILVUS_TOKEN"),
+        "lite_path": str(VAR_DIR / "milvus.db"),
+        "lite_port": MILVUS_LITE_PORT,
+        "collection_prefix": env_str("MILVUS_COLLECTION_PREFIX", "loci"),
+        "index_type": env_choice("MILVUS_INDEX_TYPE", "IVF_FLAT", {"FLAT", "IVF_FLAT", "HNSW"}),
+    },
+}
+LOCI_KEYWORD_INDEX = {
+    "BACKEND": env_str(
+        "LOCI_KEYWORD_BACKEND",
+        "retrieval.backends.opensearch.OpenSearchKeywordIndex" if OPENSEARCH_URL else "retrieval.backends.sqlite_fts.SqliteKeywordIndex",
+    ),
+    "OPTIONS": {
+        "path": str(VAR_DIR / "keyword.sqlite3"),
+        "url": OPENSEARCH_URL,
+        "index_prefix": env_str("OPENSEARCH_INDEX_PREFIX", "loci"),
+        "verify_certs": env_bool("OPENSEARCH_VERIFY_CERTS", True),
+    },
+}
+
+# --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
+LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "use", "openai"})
+LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "use", "openai"})
+EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")
+EMBEDDING_DIM = env_int("EMBEDDING_DIM", 0, minimum=0)
+RERANK_BASE_URL = env_str("RERANK_BASE_URL")
+RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
+RERANK_MODEL = env_str("RERANK_MODEL")
+RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
+RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
+LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
+
+# --- mRAG knobs (see retrieval/mrag.py for where each default comes from)
+MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
+MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
+MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
+MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
+MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 3, minimum=1)
+MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
+MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
+MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})
+MRAG_RRF_K = env_int("MRAG_RRF_K", 60, minimum=1)
+MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 6.2747)
+MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.09395)
+MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -4.8581)
+MRAG_RERANK = env_bool("MRAG_RERANK", False)
+VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {"()": "loci.logging.JsonFormatter"},
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": env_choice("LOG_FORMAT", "plain", {"plain", "json"})}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"jieba": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}

@@ -1,0 +1,60 @@
+"""Shared fixtures: alice owns tenant acme, bob is a viewer there, charlie owns tenant globex."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DOCS = SHARED_DATA / "docs" / "unstructured"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_var(settings, tmp_path):
+    """Each test gets its own media and index directories under tmp_path."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.LOCI_KEYWORD_INDEX = {
+        **settings.LOCI_KEYWORD_INDEX,
+        "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},
+    }
+
+
+@pytest.fixture
+def world(db):
+    from django.contrib.auth import get_user_model
+
+    from tenants.models import ApiKey, KnowledgeBase, Membership, Role, Tenant
+
+    User = get_user_model()
+    acme = Tenant.objects.create(slug="acme", name="Acme")
+    globex = Tenant.objects.create(slug="globex", name="Globex")
+    docs = KnowledgeBase.objects.create(tenant=acme, slug="docs", name="Docs")
+    notes = KnowledgeBase.objects.create(tenant=acme, slug="notes", name="Notes")
+    secret = KnowledgeBase.objects.create(tenant=globex, slug="secret", name="Secret")
+    alice = User.objects.create_user("alice", password="alice-pw-123")
+    bob = User.objects.create_user("bob", password="bob-pw-123")
+    charlie = User.objects.create_user("charlie", password="charlie-pw-123")
+    Membership.objects.create(user=alice, tenant=acme, role=Role.OWNER)
+    Membership.objects.create(user=bob, tenant=acme, role=Role.VIEWER)
+    Membership.objects.create(user=charlie, tenant=globex, role=Role.OWNER)
+    _, alice_key = ApiKey.issue(acme, "alice-rw", can_write=True)
+    _, acme_ro_key = ApiKey.issue(acme, "acme-ro")
+    _, charlie_key = ApiKey.issue(globex, "charlie-rw", can_write=True)
+
+    class World:
+        pass
+
+    w = World()
+    w.__dict__.update(locals())
+    return w
+
+
+def api_client(key: str | None = None, user=None):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    if key:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    if user is not None:
+        client.force_login(user)
+    return client
