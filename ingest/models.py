@@ -73,13 +73,18 @@ class Document(models.Model):
     def is_finished(self):
         return self.status in (self.Status.READY, self.Status.FAILED)
 
-    def claim(self, from_statuses, to_status, stage="") -> bool:
-        """Move to `to_status` only if still in one of `from_statuses`; False if someone else has it."""
-        updated = Document.objects.filter(pk=self.pk, status__in=from_statuses).update(
-            status=to_status, stage=stage, updated_at=timezone.now()
-        )
+    def claim(self, previous: str, status: str, stage: str, lease_seconds: int) -> bool:
+        """Move from `previous` to `status`; False if someone else has it.
+
+        A document already in `status` is taken over only when it has not moved for
+        `lease_seconds`: that is a re-delivered task whose worker died, not a live one.
+        """
+        stale = timezone.now() - timezone.timedelta(seconds=lease_seconds)
+        updated = Document.objects.filter(
+            models.Q(status=previous) | models.Q(status=status, updated_at__lt=stale), pk=self.pk
+        ).update(status=status, stage=stage, updated_at=timezone.now())
         if updated:
-            self.status, self.stage = to_status, stage
+            self.status, self.stage = status, stage
         return bool(updated)
 
     def set_progress(self, progress: int, stage: str) -> None:

@@ -13,6 +13,7 @@ DOCS = SHARED_DATA / "docs" / "unstructured"
 def _isolated_var(settings, tmp_path):
     """Each test gets its own media and index directories under tmp_path."""
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast fixtures
     settings.LOCI_KEYWORD_INDEX = {
         **settings.LOCI_KEYWORD_INDEX,
         "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},

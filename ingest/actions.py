@@ -1,0 +1,114 @@
+"""Writes that span models: create, re-run and delete documents and knowledge bases."""
+
+import hashlib
+import logging
+import tempfile
+from dataclasses import dataclass
+
+from django.core.files import File
+from django.db import IntegrityError, transaction
+
+from ingest.models import Document, Memory, MemoryHistory
+from tenants.access import Scope
+from tenants.models import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Upload:
+    document: Document
+    duplicate: bool
+
+
+def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, content_type: str = "") -> Upload:
+    """Store the original, compute its sha256 and queue processing on commit; a known file is reported."""
+    scope.require_kb(kb.pk)
+    filename = (filename or "upload").replace("\\", "/").rsplit("/", 1)[-1][:500] or "upload"
+    with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as spool:
+        digest, size = hashlib.sha256(), 0
+        for block in iter(lambda: fileobj.read(1024 * 1024), b""):
+            digest.update(block)
+            spool.write(block)
+            size += len(block)
+        sha256 = digest.hexdigest()
+        existing = Document.objects.filter(kb=kb, sha256=sha256).first()
+        if existing is not None:
+            return Upload(existing, True)
+        spool.seek(0)
+        document = Document(kb=kb, filename=filename, sha256=sha256, size=size, content_type=content_type[:200],
+                            uploaded_by=scope.actor)
+        document.original.save(filename, File(spool), save=False)
+    try:
+        with transaction.atomic():
+            document.save()
+            transaction.on_commit(lambda: _queue(document.pk))
+    except IntegrityError:  # the same file uploaded concurrently: the other request won
+        return Upload(Document.objects.get(kb=kb, sha256=sha256), True)
+    return Upload(document, False)
+
+
+def rerun_document(scope: Scope, document: Document) -> Document:
+    """Queue a finished (failed or ready) document again from the start."""
+    scope.require_kb(document.kb_id)
+    updated = Document.objects.filter(pk=document.pk, status__in=[Document.Status.FAILED, Document.Status.READY]).update(
+        status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None
+    )
+    if updated:
+        document.attempts += 1
+        document.save(update_fields=["attempts"])
+        transaction.on_commit(lambda: _queue(document.pk))
+    document.refresh_from_db()
+    return document
+
+
+def delete_document(scope: Scope, document: Document) -> None:
+    """Remove a document, its chunks and memories from the database and every index; keep an audit trail."""
+    from retrieval.projection import remove_document_rows
+
+    scope.require_kb(document.kb_id)
+    _record_deletions(scope, Memory.objects.filter(document=document), reason=f"document {document.filename} deleted")
+    remove_document_rows(document)
+    storage, name = document.original.storage, document.original.name
+    document.delete()
+    transaction.on_commit(lambda: _delete_file(storage, name))
+
+
+def delete_knowledge_base(scope: Scope, kb: KnowledgeBase) -> None:
+    """Remove a knowledge base with everything in it, from the database and every index."""
+    from retrieval.projection import remove_kb_rows
+
+    scope.require_kb(kb.pk)
+    files = [(d.original.storage, d.original.name) for d in kb.documents.all()]
+    _record_deletions(scope, Memory.objects.filter(kb=kb), reason=f"knowledge base {kb.slug} deleted")
+    remove_kb_rows(kb)
+    kb.delete()
+    transaction.on_commit(lambda: [_delete_file(s, n) for s, n in files])
+
+
+def _record_deletions(scope: Scope, memories, reason: str) -> None:
+    MemoryHistory.objects.bulk_create(
+        [
+            MemoryHistory(memory_id=m.id, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
+                          old_status=m.status, actor=scope.actor, reason=reason[:300])
+            for m in memories.only("id", "tenant_id", "text", "status")
+        ],
+        batch_size=500,
+    )
+
+
+def _queue(document_id: int) -> None:
+    from ingest.tasks import process_document_stage
+
+    try:
+        process_document_stage.delay(document_id, "parse")
+    except Exception:  # broker down: the document stays queued; `ingest --wait` or a re-run picks it up
+        log.exception("could not queue document %s", document_id)
+
+
+def _delete_file(storage, name):
+    try:
+        if name and storage.exists(name):
+            storage.delete(name)
+    except OSError:
+        log.warning("could not delete stored original %s", name)

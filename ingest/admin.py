@@ -1,0 +1,103 @@
+from django.contrib import admin, messages
+from django.db import transaction
+
+from ingest.memory_actions import set_memory_status, update_memory_text
+from ingest.models import Chunk, Document, Memory, MemoryHistory, Message
+
+
+class ChunkInline(admin.TabularInline):
+    model = Chunk
+    extra = 0
+    fields = ("level", "ordinal", "section_path", "page", "slide", "sheet", "start_time", "token_count")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+    max_num = 0
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ("filename", "kb", "detected_type", "status", "progress", "chunk_count", "episode_count",
+                    "fact_count", "created_at")
+    list_filter = ("status", "detected_type", "extraction_mode", "kb__tenant", "kb")
+    search_fields = ("filename", "sha256", "error")
+    readonly_fields = ("sha256", "size", "detected_type", "status", "stage", "progress", "error", "attempts",
+                       "chunk_count", "episode_count", "fact_count", "page_count", "extraction_mode",
+                       "created_at", "updated_at", "started_at", "finished_at")
+    actions = ["rerun_selected"]
+
+    @admin.action(description="Re-run selected failed or finished documents")
+    def rerun_selected(self, request, queryset):
+        from ingest.actions import rerun_document
+        from tenants.access import Scope
+
+        count = 0
+        for doc in queryset.select_related("kb__tenant"):
+            scope = Scope(doc.kb.tenant, frozenset([doc.kb_id]), True, True, f"admin:{request.user.username}")
+            with transaction.atomic():
+                if rerun_document(scope, doc).status == Document.Status.QUEUED:
+                    count += 1
+        self.message_user(request, f"Queued {count} document(s) again.", messages.SUCCESS)
+
+
+@admin.register(Chunk)
+class ChunkAdmin(admin.ModelAdmin):
+    list_display = ("id", "document", "level", "ordinal", "page", "slide", "sheet", "token_count")
+    list_filter = ("level", "document__kb")
+    search_fields = ("text",)
+    raw_id_fields = ("document", "parent")
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin):
+    list_display = ("short_text", "kind", "status", "topic", "kb", "user_id", "extraction_mode", "created_at")
+    list_filter = ("kind", "status", "extraction_mode", "tenant", "kb")
+    search_fields = ("text", "topic", "user_id", "session_id")
+    raw_id_fields = ("document", "parent", "superseded_by")
+    readonly_fields = ("content_hash", "created_at", "updated_at", "source_message_ids")
+    exclude = ("source_chunks",)
+    actions = ["disable_selected", "enable_selected"]
+
+    @admin.display(description="text")
+    def short_text(self, obj):
+        return obj.text[:100]
+
+    def save_model(self, request, obj, form, change):
+        # Edits go through the memory actions so history rows and the indexes follow.
+        actor = f"admin:{request.user.username}"
+        if change:
+            old = Memory.objects.get(pk=obj.pk)
+            if old.text != obj.text:
+                update_memory_text(old, obj.text, actor=actor)
+            if old.status != obj.status:
+                set_memory_status(Memory.objects.filter(pk=obj.pk), obj.status, actor=actor)
+            Memory.objects.filter(pk=obj.pk).update(topic=obj.topic, metadata=obj.metadata)
+        else:
+            super().save_model(request, obj, form, change)
+
+    @admin.action(description="Disable selected memories (removed from search)")
+    def disable_selected(self, request, queryset):
+        n = set_memory_status(queryset, Memory.Status.DISABLED, actor=f"admin:{request.user.username}")
+        self.message_user(request, f"Disabled {n} memories.")
+
+    @admin.action(description="Enable selected memories")
+    def enable_selected(self, request, queryset):
+        n = set_memory_status(queryset, Memory.Status.ACTIVE, actor=f"admin:{request.user.username}")
+        self.message_user(request, f"Enabled {n} memories.")
+
+
+@admin.register(MemoryHistory)
+class MemoryHistoryAdmin(admin.ModelAdmin):
+    list_display = ("memory_id", "event", "old_status", "new_status", "actor", "reason", "created_at")
+    list_filter = ("event", "tenant")
+    search_fields = ("memory_id", "old_text", "new_text", "actor")
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ("session_id", "message_id", "user_id", "sender_name", "timestamp", "segment_id")
+    list_filter = ("kb",)
+    search_fields = ("content", "user_id", "session_id", "message_id")

@@ -1,0 +1,35 @@
+from rest_framework import serializers
+
+from ingest.models import Chunk, Document
+
+
+class DocumentSerializer(serializers.ModelSerializer):
+    kb = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Document
+        fields = ["id", "kb", "filename", "sha256", "size", "content_type", "detected_type", "status", "stage",
+                  "progress", "error", "attempts", "chunk_count", "episode_count", "fact_count", "page_count",
+                  "extraction_mode", "created_at", "updated_at", "started_at", "finished_at", "download_url"]
+        read_only_fields = fields
+
+    def get_download_url(self, obj) -> str:
+        return f"/api/v1/documents/{obj.pk}/original"
+
+
+class UploadSerializer(serializers.Serializer):
+    kb = serializers.SlugField(help_text="slug of the target knowledge base")
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False)
+
+
+class UploadResultSerializer(serializers.Serializer):
+    document = DocumentSerializer()
+    duplicate = serializers.BooleanField()
+
+
+class ChunkSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Chunk
+        fields = ["id", "parent", "level", "ordinal", "text", "section_path", "page", "slide", "sheet",
+                  "start_time", "end_time", "speaker", "token_count"]

@@ -1,0 +1,87 @@
+from django.db import transaction
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from ingest.actions import delete_document, ingest_document, rerun_document
+from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
+from ingest.models import Document
+from tenants.api.scoping import ScopedMixin
+from tenants.models import KnowledgeBase
+
+
+class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
+                      viewsets.GenericViewSet):
+    """Documents of the knowledge bases the caller may read; upload, re-run and delete need write access."""
+
+    serializer_class = DocumentSerializer
+    queryset = Document.objects.none()  # for the schema; get_queryset scopes every request
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+
+    def get_queryset(self):
+        qs = Document.objects.in_scope(self.scope).select_related("kb")
+        params = self.request.query_params
+        if params.get("kb"):
+            qs = qs.filter(kb__slug=params["kb"])
+        if params.get("status"):
+            qs = qs.filter(status__in=params["status"].split(","))
+        if params.get("type"):
+            qs = qs.filter(detected_type__in=params["type"].split(","))
+        if params.get("q"):
+            qs = qs.filter(filename__icontains=params["q"])
+        return qs
+
+    @extend_schema(request={"multipart/form-data": UploadSerializer}, responses={201: UploadResultSerializer(many=True)})
+    def create(self, request):
+        """Upload one or many files (multipart field `files`, repeated) into knowledge base `kb`."""
+        files = request.FILES.getlist("files") or request.FILES.getlist("file")
+        slug = request.data.get("kb")
+        if not slug:
+            raise ValidationError({"kb": "Name the target knowledge base (its slug)."})
+        if not files:
+            raise ValidationError({"files": "Attach at least one file in the multipart field 'files'."})
+        kb = KnowledgeBase.objects.filter(tenant=self.scope.tenant, slug=slug, id__in=self.scope.kb_ids).first()
+        if kb is None:
+            raise ValidationError({"kb": f"Unknown knowledge base '{slug}'."})
+        results = []
+        for f in files:
+            with transaction.atomic():
+                upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "")
+            results.append({"document": DocumentSerializer(upload.document).data, "duplicate": upload.duplicate})
+        any_new = any(not r["duplicate"] for r in results)
+        return Response(results, status=status.HTTP_201_CREATED if any_new else status.HTTP_200_OK)
+
+    def perform_destroy(self, instance):
+        with transaction.atomic():
+            delete_document(self.scope, instance)
+
+    @extend_schema(request=None, responses=DocumentSerializer)
+    @action(detail=True, methods=["post"])
+    def rerun(self, request, pk=None):
+        """Process a failed (or finished) document again from the start."""
+        document = self.get_object()
+        if not document.is_finished:
+            raise ValidationError({"status": f"The document is still {document.status}; wait for it to finish."})
+        with transaction.atomic():
+            document = rerun_document(self.scope, document)
+        return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=ChunkSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def chunks(self, request, pk=None):
+        """The parsed structure: parent and child chunks in order."""
+        document = self.get_object()
+        page = self.paginate_queryset(document.chunks.order_by("level", "ordinal"))
+        return self.get_paginated_response(ChunkSerializer(page, many=True).data)
+
+    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    @action(detail=True, methods=["get"])
+    def original(self, request, pk=None):
+        """Download the original file as uploaded."""
+        document = get_object_or_404(self.get_queryset(), pk=pk)
+        return FileResponse(document.original.open("rb"), as_attachment=True, filename=document.filename)

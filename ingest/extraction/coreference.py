@@ -1,0 +1,247 @@
+"""Safe pronoun resolution: first and second person in chats, third person only when unambiguous.
+
+Every rule here prefers leaving a pronoun alone to guessing: a wrong name in a fact is worse than a
+pronoun the reader can resolve from the cited message.
+"""
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+# Past forms that must not take a third-person "-s" after "I went" → "Caroline went".
+_IRREGULAR_PAST = set(
+    "was were went saw got made took found came gave knew thought told felt left kept met ran said sat stood "
+    "wrote read heard held brought bought taught caught began drew drove ate fell flew forgot grew hid hit "
+    "hurt lost meant paid put quit rode rang rose sang sent set shot shut slept spent spoke stole swam threw "
+    "understood woke won wore built chose cut did dug fed fought forgave froze had hung laid led lent let lit "
+    "sold shook shone sank slid spun split spread struck swept swung tore wept became bet bit blew broke burnt "
+    "cast crept dealt dreamt fled knelt leapt learnt sought spat stung stank strode dove been gotten done".split()
+)
+_MODALS = set("can could will would shall should may might must cannot can't won't wouldn't couldn't shouldn't".split())
+# Words that can sit between the subject and its verb without changing the verb's form.
+_ADVERBS = set(
+    "really just also still never always often usually even actually recently finally sometimes totally "
+    "definitely already truly mostly rarely seriously absolutely literally kinda sorta gotta wanna gonna "
+    "only ever generally currently personally honestly".split()
+)
+_NOT_VERBS = set("and or but to too so as the a an not that this it if in on at of for with about all".split())
+_AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "were": "was", "have": "has", "'ve": "has",
+          "do": "does", "don't": "doesn't", "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't"}
+
+_FIRST_PERSON = re.compile(r"\b(?:I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b")
+_SECOND_PERSON = re.compile(
+    r"\b(?:you['’](?:re|ve|d|ll)|you|your|yours|yourself)\b(?!\s+(?:guys|all|two|both|folks|people)\b)", re.I
+)
+_CLAUSE_START = re.compile(r"(?:^|[,;:]\s*|\b(?:and|but|that|if|when|because|so|as|since|while|where|though)\s+)$", re.I)
+_NEXT_WORD = re.compile(r"\s+([a-z']+)")
+
+_KIN = (
+    r"friend|sister|brother|mom|mum|mother|dad|father|son|daughter|wife|husband|boyfriend|girlfriend|partner|"
+    r"cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|niece|nephew|colleague|coworker|co-worker|boss|"
+    r"neighbou?r|teacher|mentor|roommate|kid|child|baby|fiancée?|therapist|coach|doctor|buddy|pal"
+)
+_NAMED = re.compile(
+    r"(?:\b(?:my|his|her|our|their|your|[A-Z][a-z]+['’]s)\s+(?:(?:best|old|new|little|big|older|younger|good|close|"
+    r"dear)\s+)?(?:" + _KIN + r")s?\s*,?\s+|\b(?:named|called|Mr\.?|Mrs\.?|Ms\.?|Dr\.?|Prof\.?|Aunt|Uncle)\s+)"
+    r"(?P<name>[A-Z][a-z]+(?:\s[A-Z][a-z]+)?)"
+)
+_ANONYMOUS = re.compile(r"\b(?:my|his|her|our|their|your|a|the|this|that)\s+(?:\w+\s+)?(?:" + _KIN + r")s?\b", re.I)
+_THIRD_PERSON = re.compile(r"\b(?:she|he|her|him|his)\b", re.I)
+
+_ZH_KIN = "朋友|妈妈|母亲|爸爸|父亲|姐姐|妹妹|哥哥|弟弟|女儿|儿子|老婆|老公|妻子|丈夫|同事|老板|老师|男朋友|女朋友|邻居|孩子"
+_ZH_THIRD = re.compile(r"(?<![其吉])[他她](?![们人])")
+
+
+@dataclass
+class Mention:
+    """A person mentioned in a sentence: a name, or an unnamed one ("my sister") that competes with names."""
+
+    key: str
+    name: str = ""  # empty for unnamed mentions
+
+
+def resolve_first_person(text: str, speaker: str) -> str:
+    """'I went' → 'Caroline went', 'my dog' → "Caroline's dog"; '我' → '小明' (never 我们 or 自我)."""
+    if not speaker:
+        return text
+
+    def replace(match: re.Match) -> str:
+        word = match.group(0).replace("’", "'")
+        lower = word.lower()
+        if lower in ("my", "mine"):
+            return f"{speaker}'s"
+        if lower == "myself":
+            return "themself"
+        if lower == "me":
+            return speaker
+        contraction = {"i'm": "'m", "i've": "'ve", "i'll": "will", "i'd": "'d"}.get(lower)
+        if contraction == "will":
+            return f"{speaker} will"
+        if contraction == "'d":
+            following = _word_after(text, match.end())
+            return f"{speaker} had" if _looks_past(following) else f"{speaker} would"
+        if contraction:
+            return f"{speaker} {_AGREE[contraction]}"
+        return speaker + "\x00"  # the verb after it must now agree with a third-person subject
+
+    text = _apply_agreement(_FIRST_PERSON.sub(replace, text))
+    return re.sub(r"(?<!自)我(?!们)", speaker, text)
+
+
+def resolve_second_person(text: str, listener: str) -> str:
+    """'you' → the other speaker of a two-person chat; 'thank you' and 'you guys' stay as they are."""
+    if not listener or re.search(r"[\u4e00-\u9fff]", text):
+        return re.sub(r"(?<!迷)[你您](?!们)", listener, text) if listener else text
+
+    def replace(match: re.Match) -> str:
+        word = match.group(0).replace("’", "'").lower()
+        before = text[: match.start()]
+        if re.search(r"\b(?:thank|see|love|miss|bless)\s+$", before, re.I) or re.match(r"\s+know\s*,", text[match.end() :]):
+            return match.group(0)
+        name = listener[:1].upper() + listener[1:] if match.group(0)[:1].isupper() else listener
+        if word in ("your", "yours"):
+            return f"{name}'s"
+        if word == "yourself":
+            return "themself"
+        if word in ("you're", "you've"):
+            return f"{name} {_AGREE[word[3:]]}"
+        if word == "you'll":
+            return f"{name} will"
+        if word == "you'd":
+            return f"{name} would"
+        return name + ("\x00" if _CLAUSE_START.search(before) else "\x01")
+
+    return _apply_agreement(_SECOND_PERSON.sub(replace, text))
+
+
+def _apply_agreement(text: str) -> str:
+    """Make the verb after a marked subject agree: \\x00 any verb, \\x01 only be/have/do forms."""
+    def agree(match: re.Match) -> str:
+        marker, words = match.group(1), match.group(2).split(" ")
+        for i, word in enumerate(words):
+            lower = word.lower()
+            if lower in _ADVERBS or lower.endswith("ly"):
+                continue
+            if lower in _AGREE and lower[0] != "'":
+                words[i] = _AGREE[lower]
+            elif marker == "\x00" and _is_base_verb(lower):
+                words[i] = _third_person_form(lower)
+            break
+        return " " + " ".join(words)
+
+    text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,2})", agree, text)
+    return text.replace("\x00", "").replace("\x01", "")
+
+
+def _is_base_verb(word: str) -> bool:
+    return (
+        word.isalpha()
+        and word not in _IRREGULAR_PAST
+        and word not in _MODALS
+        and word not in _NOT_VERBS
+        and not word.endswith("ed")
+        and not word.endswith("ing")
+    )
+
+
+def _third_person_form(verb: str) -> str:
+    if verb == "have":
+        return "has"
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _word_after(text: str, position: int) -> str:
+    match = _NEXT_WORD.match(text, position)
+    return match.group(1).lower() if match else ""
+
+
+def _looks_past(word: str) -> bool:
+    return word.endswith("ed") or word in _IRREGULAR_PAST or word in ("been", "never", "already", "just")
+
+
+def mentions(text: str, *, exclude: set[str] = frozenset()) -> list[Mention]:
+    """People a sentence mentions, in order: named ones ("my friend Anna") and unnamed ones ("my sister")."""
+    found: list[tuple[int, Mention]] = []
+    named_spans = []
+    for match in _NAMED.finditer(text):
+        name = match.group("name")
+        named_spans.append(match.span())
+        if name not in exclude:
+            found.append((match.start("name"), Mention(name.lower(), name)))
+    for match in _ANONYMOUS.finditer(text):
+        if not any(start <= match.start() < end for start, end in named_spans):
+            found.append((match.start(), Mention(match.group(0).lower())))
+    if re.search(r"[\u4e00-\u9fff]", text):
+        found.extend(_zh_mentions(text, exclude))
+    return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+
+
+def _zh_mentions(text: str, exclude: set[str]) -> list[tuple[int, Mention]]:
+    found, position = [], 0
+    for word, flag in _posseg().lcut(text):
+        if flag == "nr" and len(word) >= 2 and word not in exclude:
+            found.append((position, Mention(word, word)))
+        elif re.fullmatch(_ZH_KIN, word):
+            found.append((position, Mention(word)))
+        position += len(word)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _posseg():
+    import jieba.posseg  # noqa: PLC0415 - loaded only for Chinese conversations
+
+    return jieba.posseg
+
+
+def known_name_mentions(text: str, names: set[str]) -> list[Mention]:
+    """Mentions of names already seen in the unit ("Anna came too"), which the cue patterns miss."""
+    return [Mention(n.lower(), n) for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)]
+
+
+def resolve_third_person(text: str, window: list[Mention]) -> tuple[str, str]:
+    """Replace the first he/she/他/她 with the one person the preceding window names, if there is exactly one.
+
+    Returns the text and the name used ("" when left alone: no pronoun, none or several candidates, or
+    the sentence names someone itself before the pronoun).
+    """
+    people = {m.key for m in window}
+    named = [m for m in window if m.name]
+    if len(people) != 1 or not named:
+        return text, ""
+    name = named[-1].name
+    zh = _ZH_THIRD.search(text)
+    en = _THIRD_PERSON.search(text)
+    match = min((m for m in (zh, en) if m), key=lambda m: m.start(), default=None)
+    if match is None or mentions(text[: match.start()]) or name in text[: match.start()]:
+        return text, ""
+    word = match.group(0)
+    if word in "他她":
+        replacement = name
+    elif word.lower() == "his" or (word.lower() == "her" and _is_possessive_her(text, match.end())):
+        replacement = f"{name}'s"
+    else:
+        replacement = name
+    return text[: match.start()] + replacement + text[match.end() :], name
+
+
+def _is_possessive_her(text: str, end: int) -> bool:
+    """'her dog' is possessive, 'told her about' / 'saw her.' are objects."""
+    following = _word_after(text, end)
+    return bool(following) and following not in _NOT_VERBS and following not in (
+        "about", "up", "out", "back", "again", "yesterday", "today", "tomorrow", "last", "from", "into", "by",
+    )
+
+
+_DOCUMENT_ANAPHOR = re.compile(r"^(?:It|Its|This|These|They|该|它|此|这)(?=\b|[\u4e00-\u9fff])")
+
+
+def prefix_topic(text: str, topic: str) -> str:
+    """'It supports X' → '[Topic] It supports X', so a fact read alone still says what it is about."""
+    if topic and _DOCUMENT_ANAPHOR.match(text):
+        return f"[{topic}] {text}"
+    return text

@@ -1,0 +1,214 @@
+"""The document pipeline's domain steps: parse+chunk, extract, index. Tasks call these by id."""
+
+import logging
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ingest.chunking import chunk_document
+from ingest.extraction import extractor
+from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.models import Chunk, Document, Memory
+from ingest.parsing.base import ParseError
+
+log = logging.getLogger(__name__)
+
+Status = Document.Status
+# Progress bands per stage, so the bar only moves forward across stages.
+PARSE_BAND, EXTRACT_BAND, INDEX_BAND = (2, 35), (35, 75), (75, 99)
+_MEMORY_NAMESPACE = uuid.UUID("6f1c1d7e-8a51-4d0c-9a57-1c0c5e0b7a11")
+
+
+def memory_uuid(*parts) -> uuid.UUID:
+    """Fixed memory ids (document, ordinal…) so a re-run overwrites instead of duplicating."""
+    return uuid.uuid5(_MEMORY_NAMESPACE, ":".join(str(p) for p in parts))
+
+
+def _band(band, fraction):
+    low, high = band
+    return int(low + (high - low) * max(0.0, min(1.0, fraction)))
+
+
+def parse_and_chunk(document: Document) -> int:
+    """Parse the original and replace the document's chunks. Returns the number of chunks."""
+    from ingest.parsing.dispatch import parse_file
+
+    document.set_progress(PARSE_BAND[0], "parsing")
+    if document.size > settings.LOCI_MAX_UPLOAD_BYTES:
+        raise ParseError(
+            f"The file is {document.size / 1e6:.1f} MB; the limit is {settings.LOCI_MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+        )
+    try:
+        path = document.original.path
+    except (ValueError, NotImplementedError):
+        raise ParseError("The original file is missing from storage.") from None
+    parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES)
+    document.set_progress(_band(PARSE_BAND, 0.7), "chunking")
+    parents = chunk_document(parsed)
+    if not parents:
+        raise ParseError("No text was found in the file.")
+    with transaction.atomic():
+        document.chunks.all().delete()  # idempotent: a re-run replaces, never appends
+        parent_rows = Chunk.objects.bulk_create(
+            Chunk(
+                document=document,
+                level=Chunk.Level.PARENT,
+                ordinal=i,
+                text=p.text,
+                section_path=p.section_path,
+                page=p.page,
+                slide=p.slide,
+                sheet=p.sheet[:200],
+                start_time=p.start_time,
+                end_time=p.end_time,
+                token_count=p.tokens,
+                metadata={"title": p.title, **p.metadata},
+            )
+            for i, p in enumerate(parents)
+        )
+        children, ordinal = [], 0
+        for parent_row, spec in zip(parent_rows, parents):
+            for c in spec.children:
+                children.append(
+                    Chunk(
+                        document=document,
+                        parent=parent_row,
+                        level=Chunk.Level.CHILD,
+                        ordinal=ordinal,
+                        text=c.text,
+                        section_path=spec.section_path,
+                        page=c.page if c.page is not None else spec.page,
+                        slide=spec.slide,
+                        sheet=spec.sheet[:200],
+                        start_time=c.start_time,
+                        end_time=c.end_time,
+                        speaker=c.speaker[:200],
+                        token_count=c.tokens,
+                        metadata={"kind": c.kind},
+                    )
+                )
+                ordinal += 1
+        Chunk.objects.bulk_create(children, batch_size=500)
+        document.detected_type = parsed.detected_type[:32]
+        document.page_count = parsed.page_count
+        document.chunk_count = len(children)
+        document.metadata = {**document.metadata, **_json_safe(parsed.metadata)}
+        document.save(update_fields=["detected_type", "page_count", "chunk_count", "metadata", "updated_at"])
+    return len(children)
+
+
+def extract_memories(document: Document) -> tuple[int, int]:
+    """Replace the document's episodes and facts, one episode per parent chunk."""
+    document.set_progress(EXTRACT_BAND[0], "extracting")
+    engine = extractor()
+    parents = list(document.chunks.filter(level=Chunk.Level.PARENT).order_by("ordinal"))
+    children_by_parent: dict[int, list[Chunk]] = {}
+    for child in document.chunks.filter(level=Chunk.Level.CHILD).order_by("ordinal"):
+        children_by_parent.setdefault(child.parent_id, []).append(child)
+    language = document.kb.language
+    results, modes = [], set()
+    for i, parent in enumerate(parents):
+        children = children_by_parent.get(parent.pk, [])
+        unit = ExtractionUnit(
+            topic_hint=" › ".join(parent.section_path) or parent.metadata.get("title", "") or document.filename,
+            passages=[Passage(str(c.pk), c.text, c.speaker) for c in children],
+            language=language,
+            context={"document": document.filename, "section_path": parent.section_path},
+        )
+        episode = engine.extract(unit)
+        modes.add(getattr(episode, "mode", engine.mode))
+        results.append((parent, children, episode))
+        if i % 10 == 0:
+            document.set_progress(_band(EXTRACT_BAND, (i + 1) / max(1, len(parents))), f"extracting {i + 1}/{len(parents)}")
+    kb = document.kb
+    mode = "llm" if modes == {"llm"} else ("mixed" if "llm" in modes else "deterministic")
+    facts_total = 0
+    with transaction.atomic():
+        document.memories.all().delete()
+        chunk_by_id = {str(c.pk): c for _, children, _ in results for c in children}
+        for ordinal, (parent, children, extracted) in enumerate(results):
+            episode = Memory.objects.create(
+                id=memory_uuid("doc", document.pk, "episode", ordinal),
+                tenant_id=kb.tenant_id,
+                kb=kb,
+                document=document,
+                kind=Memory.Kind.EPISODE,
+                ordinal=ordinal,
+                text=extracted.summary or parent.text[:500],
+                topic=(extracted.topic or parent.metadata.get("title", ""))[:300],
+                occurred_at=extracted.occurred_at,
+                extraction_mode=mode,
+                metadata={"parent_chunk_id": parent.pk},
+            )
+            episode.source_chunks.set([parent, *children])
+            facts = []
+            for j, fact in enumerate(extracted.facts):
+                facts.append(
+                    Memory(
+                        id=memory_uuid("doc", document.pk, "fact", ordinal, j),
+                        tenant_id=kb.tenant_id,
+                        kb=kb,
+                        document=document,
+                        kind=Memory.Kind.ATOMIC_FACT,
+                        parent=episode,
+                        ordinal=j,
+                        text=fact.text,
+                        topic=episode.topic,
+                        occurred_at=fact.occurred_at,
+                        extraction_mode=mode,
+                        content_hash=Memory.hash_text(fact.text),
+                        metadata={"parent_chunk_id": parent.pk},
+                    )
+                )
+            Memory.objects.bulk_create(facts)
+            through = Memory.source_chunks.through
+            through.objects.bulk_create(
+                [
+                    through(memory_id=f.id, chunk_id=chunk_by_id[sid].pk)
+                    for f, extracted_fact in zip(facts, extracted.facts)
+                    for sid in dict.fromkeys(extracted_fact.source_ids)
+                    if sid in chunk_by_id
+                ]
+            )
+            facts_total += len(facts)
+        document.episode_count = len(results)
+        document.fact_count = facts_total
+        document.extraction_mode = mode
+        document.save(update_fields=["episode_count", "fact_count", "extraction_mode", "updated_at"])
+    return len(results), facts_total
+
+
+def index_document(document: Document) -> int:
+    """Project the document's chunks and memories into the vector and keyword indexes."""
+    from retrieval.projection import index_document_rows
+
+    document.set_progress(INDEX_BAND[0], "indexing")
+    return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"))
+
+
+def run_inline(document_id: int) -> Document:
+    """Run every stage in this process (used by `ingest --wait` when no worker picks the document up)."""
+    from ingest.tasks import run_stage
+
+    for stage in ("parse", "extract", "index"):
+        if not run_stage(document_id, stage):
+            break
+    return Document.objects.get(pk=document_id)
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def touch_started(document: Document) -> None:
+    if document.started_at is None:
+        document.started_at = timezone.now()
+        document.save(update_fields=["started_at"])

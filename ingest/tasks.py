@@ -1,0 +1,79 @@
+"""Small idempotent tasks: each takes a document id and one stage, claims it, and queues the next."""
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import OperationalError
+
+from ingest import pipeline
+from ingest.extraction.base import ExtractionError
+from ingest.models import Document
+from ingest.parsing.base import ParseError, TransientParseError
+
+log = logging.getLogger(__name__)
+Status = Document.Status
+
+# Worth retrying with backoff: the next attempt may well succeed.
+TRANSIENT_ERRORS = (TransientParseError, OperationalError, ConnectionError, TimeoutError)
+MAX_RETRIES = 4
+
+
+@dataclass(frozen=True)
+class Stage:
+    previous: str  # the status the previous stage leaves behind
+    status: str
+    step: Callable
+    next: str | None
+
+
+STAGES = {
+    "parse": Stage(Status.QUEUED, Status.PARSING, pipeline.parse_and_chunk, "extract"),
+    "extract": Stage(Status.PARSING, Status.EXTRACTING, pipeline.extract_memories, "index"),
+    "index": Stage(Status.EXTRACTING, Status.INDEXING, pipeline.index_document, None),
+}
+
+
+def run_stage(document_id: int, stage_name: str) -> bool:
+    """Run one stage; True when it finished and the next stage may run. Transient errors propagate."""
+    stage = STAGES[stage_name]
+    document = Document.objects.select_related("kb").filter(pk=document_id).first()
+    lease = settings.LOCI_STAGE_LEASE_SECONDS
+    if document is None or not document.claim(stage.previous, stage.status, stage_name, lease):
+        return False  # deleted, already finished, or another worker has it
+    pipeline.touch_started(document)
+    try:
+        stage.step(document)
+    except TRANSIENT_ERRORS:
+        raise
+    except (ParseError, ExtractionError) as exc:
+        document.mark_failed(str(exc))
+        return False
+    except SoftTimeLimitExceeded:
+        document.mark_failed(f"Processing took too long at the {stage_name} stage and was stopped.")
+        return False
+    except Exception as exc:  # a bug or an unreadable file: fail this document, keep the worker
+        log.exception("document %s failed at %s", document_id, stage_name)
+        document.mark_failed(f"Unexpected error while {stage_name} the file: {type(exc).__name__}: {exc}")
+        return False
+    if stage.next is None:
+        document.mark_ready()
+    return True
+
+
+@shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)
+def process_document_stage(self, document_id: int, stage_name: str = "parse"):
+    try:
+        finished = run_stage(document_id, stage_name)
+    except TRANSIENT_ERRORS as exc:
+        if self.request.retries >= MAX_RETRIES:
+            Document.objects.get(pk=document_id).mark_failed(
+                f"Gave up after {MAX_RETRIES + 1} attempts at the {stage_name} stage: {exc}"
+            )
+            return
+        raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries))
+    if finished and STAGES[stage_name].next:
+        process_document_stage.delay(document_id, STAGES[stage_name].next)

@@ -1,0 +1,55 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Start the web server and a Celery worker together (and the embedded Milvus Lite server); Ctrl-C stops all."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("LOCI_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("LOCI_PORT", "8000")))
+        parser.add_argument("--concurrency", type=int, default=int(os.environ.get("LOCI_WORKER_CONCURRENCY", "2")))
+        parser.add_argument("--no-worker", action="store_true")
+
+    def handle(self, *args, **opts):
+        if not settings.MILVUS_URI and "milvus" in settings.LOCI_VECTOR_INDEX["BACKEND"]:
+            from retrieval.milvus_lite import ensure_server
+
+            options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
+            uri = ensure_server(options["lite_path"], options["lite_port"])
+            self.stdout.write(f"Milvus Lite: {uri} ({options['lite_path']})")
+        python = sys.executable
+        commands = [
+            [python, "-m", "uvicorn", "loci.asgi:application", "--host", opts["host"], "--port", str(opts["port"]),
+             "--no-access-log"],
+        ]
+        if not opts["no_worker"]:
+            commands.append([python, "-m", "celery", "-A", "loci", "worker", "--loglevel", "INFO",
+                             "--concurrency", str(opts["concurrency"]), "--without-gossip", "--without-mingle"])
+        children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
+        self.stdout.write(self.style.SUCCESS(f"Loci is up: http://{opts['host']}:{opts['port']}/  (Ctrl-C stops)"))
+
+        def stop(*_):
+            for child in children:
+                if child.poll() is None:
+                    os.killpg(child.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            for child in children:
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+            sys.exit(0)
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        self.stderr.write("A process exited; stopping the others.")
+        stop()

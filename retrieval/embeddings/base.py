@@ -1,0 +1,56 @@
+"""The embedding provider contract, and the small helpers every provider shares."""
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts in, float32 L2-normalised rows out; `name` changes whenever the vectors would."""
+
+    name: str  # identifies the vector space: a new name (or dim) means the index needs a reindex
+    dim: int
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """One row per text, shape (len(texts), dim)."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Shape (dim,); asymmetric models (e5) embed queries differently from documents."""
+        ...
+
+
+class EmbeddingError(Exception):
+    """An embedding provider could not produce vectors (unreachable, bad reply, wrong width)."""
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """float32 rows scaled to unit length; an all-zero row stays zero instead of becoming NaN."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise EmbeddingError(f"expected a 2-D array of vectors, got shape {matrix.shape}")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+def batches(texts: list[str], size: int) -> Iterator[list[str]]:
+    if size < 1:
+        raise ValueError(f"batch size must be at least 1, got {size}")
+    for start in range(0, len(texts), size):
+        yield texts[start : start + size]
+
+
+def check_texts(texts: list[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed_documents takes a list of strings; use embed_query for one text")
+    texts = list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings, got {type(text).__name__}")
+    return texts
+
+
+def empty(dim: int) -> np.ndarray:
+    return np.zeros((0, dim), dtype=np.float32)

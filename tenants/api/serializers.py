@@ -1,0 +1,29 @@
+from rest_framework import serializers
+
+from tenants.models import KnowledgeBase, Tenant
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = ["id", "slug", "name", "isolation", "created_at"]
+
+
+class KnowledgeBaseSerializer(serializers.ModelSerializer):
+    document_count = serializers.IntegerField(read_only=True, default=0)
+    memory_count = serializers.IntegerField(read_only=True, default=0)
+
+    class Meta:
+        model = KnowledgeBase
+        fields = ["id", "slug", "name", "description", "language", "document_count", "memory_count",
+                  "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+    def validate_slug(self, value):
+        tenant = self.context["tenant"]
+        clash = KnowledgeBase.objects.filter(tenant=tenant, slug=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(f"A knowledge base '{value}' already exists in this tenant.")
+        return value
