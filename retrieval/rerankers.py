@@ -157,6 +157,12 @@ class FailoverReranker:
 
 def build_reranker() -> Reranker | None:
     """The reranker the settings describe: RERANK_BASE_URL/RERANK_MODEL, RERANK_FALLBACK=llm, both, or None."""
+    judge = None
+    if settings.RERANK_FALLBACK == "llm":
+        if settings.LLM_ENABLED:
+            judge = LlmJudgeReranker()
+        else:
+            logger.warning("RERANK_FALLBACK=llm but no LLM is configured; the LLM judge is off")
     http = None
     if settings.RERANK_BASE_URL or settings.RERANK_MODEL:
         http = HttpReranker(
@@ -164,13 +170,9 @@ def build_reranker() -> Reranker | None:
             model=settings.RERANK_MODEL,
             api_key=settings.RERANK_API_KEY,
             timeout=float(getattr(settings, "RERANK_TIMEOUT", 30.0)),
+            # With a fallback at hand, failing over at once beats waiting out a retry.
+            max_retries=0 if judge else 1,
         )
-    judge = None
-    if settings.RERANK_FALLBACK == "llm":
-        if settings.LLM_ENABLED:
-            judge = LlmJudgeReranker()
-        else:
-            logger.warning("RERANK_FALLBACK=llm but no LLM is configured; the LLM judge is off")
     if http and judge:
         return FailoverReranker(http, judge)
     return http or judge

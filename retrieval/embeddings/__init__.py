@@ -23,8 +23,11 @@ _lock = threading.Lock()
 _built: tuple[tuple, Embedder] | None = None
 
 
-def build_provider(kind: str) -> Embedder:
-    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "use" or "openai"."""
+def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
+    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "use" or "openai".
+
+    `max_retries` is the remote client's own retry count (local models ignore it).
+    """
     threads = int(getattr(settings, "EMBEDDING_THREADS", 0))
     if kind == "e5-small":
         from retrieval.embeddings.e5 import E5SmallEmbedder
@@ -48,6 +51,7 @@ def build_provider(kind: str) -> Embedder:
             batch_size=_BATCH_SIZE,
             query_prefix=getattr(settings, "EMBEDDING_QUERY_PREFIX", ""),
             document_prefix=getattr(settings, "EMBEDDING_DOCUMENT_PREFIX", ""),
+            max_retries=max_retries,
         )
     raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small, use or openai")
 
@@ -67,7 +71,8 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
 
         return CachedEmbedder(provider, EmbeddingCache(settings.VAR_DIR / "embedding-cache.sqlite3"))
 
-    built = wrap(build_provider(primary))
+    # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
+    built = wrap(build_provider(primary, max_retries=0 if fallback else 1))
     if fallback:
         from retrieval.embeddings.failover import FailoverEmbedder
 

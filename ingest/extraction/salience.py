@@ -1,0 +1,106 @@
+"""Content words and sentence salience within one extraction unit (no corpus statistics needed)."""
+
+import logging
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+
+from ingest.extraction.sentences import has_cjk
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9'&-]*[a-z0-9]|[a-z]")
+
+# Function words: they say nothing about what a sentence is about.
+EN_STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during
+    each either etc few for from further get gets got had hadn't has hasn't have haven't having he he'd he'll he's
+    her here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it it's
+    its itself just let's like may me might more most much must mustn't my myself no nor not now of off on once
+    only or other ought our ours ourselves out over own per same shall shan't she she'd she'll she's should
+    shouldn't so some such than that that's the their theirs them themselves then there there's these they
+    they'd they'll they're they've this those though through thus to too under until up upon us very via was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's whether which while who
+    who's whom whose why why's will with within without won't would wouldn't yes yet you you'd you'll you're
+    you've your yours yourself yourselves one ones really quite rather even ever still already always never
+    often sometimes something anything everything nothing someone anyone everyone thing things lot lots
+    gonna wanna gotta kinda sorta oh hey hi hello yeah yep ok okay wow lol haha hmm um uh ah aw""".split()
+)
+# Chat pleasantries: real words, but a sentence made only of them is small talk, not a fact.
+CHAT_FILLER = frozenset(
+    """good great nice cool awesome amazing wonderful fantastic incredible glad happy sorry thanks thank see hear
+    sounds totally super pretty definitely sure congrats congratulations bye care talk later soon know mean
+    guess think feel day time well way tell keep going hope love proud exciting excited""".split()
+)
+ZH_STOPWORDS = frozenset(
+    """的 了 和 是 就 都 而 及 与 着 或 一个 没有 我们 你们 他们 她们 它们 我 你 他 她 它 这 那 这个 那个 这些 那些 之
+    在 也 很 还 又 但 但是 并 并且 而且 因为 所以 如果 虽然 然后 以及 其 其中 被 把 让 给 对 对于 从 向 到 于 以 为
+    上 下 中 里 个 些 吗 呢 吧 啊 呀 嗯 哦 哈哈 已经 可以 能够 会 要 就是 还是 只是 不是 什么 怎么 这样 那样 自己
+    一些 一样 非常 比较 进行 通过 之后 之前 以后 以前 时候""".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba  # noqa: PLC0415 - its dictionary takes ~1 s to load, so only when Chinese appears
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def words(text: str) -> list[str]:
+    """Segmented words: jieba for text with Chinese, a regex for the rest; lower-cased."""
+    if has_cjk(text):
+        return [w.strip().lower() for w in _jieba().lcut(text) if w.strip()]
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+def content_words(text: str, *, ignore: frozenset | set = frozenset()) -> list[str]:
+    """Words that carry meaning: no stop words, no punctuation, Chinese words of two or more characters."""
+    out = []
+    for word in words(text):
+        if word in ignore or word in EN_STOPWORDS or word in ZH_STOPWORDS:
+            continue
+        if has_cjk(word):
+            if len(word) >= 2:
+                out.append(word)
+        elif any(c.isalnum() for c in word) and (len(word) >= 2 or word.isdigit()):
+            out.append(word)
+    return out
+
+
+def centrality(token_lists: list[list[str]], *, boost: set[str] = frozenset()) -> list[float]:
+    """Cosine of each sentence's word set with the unit's word profile (document frequency inside the unit).
+
+    A sentence that shares the words most other sentences use is central to the unit; `boost` words
+    (from the section title) count as if half the sentences used them.
+    """
+    df = Counter(t for tokens in token_lists for t in set(tokens))
+    if not df:
+        return [0.0] * len(token_lists)
+    extra = max(1.0, len(token_lists) / 2)
+    profile = {t: d + (extra if t in boost else 0.0) for t, d in df.items()}
+    norm = math.sqrt(sum(v * v for v in profile.values()))
+    scores = []
+    for tokens in token_lists:
+        unique = set(tokens)
+        if not unique:
+            scores.append(0.0)
+            continue
+        scores.append(sum(profile[t] for t in unique) / (math.sqrt(len(unique)) * norm))
+    return scores
+
+
+def keywords(token_lists: list[list[str]], *, limit: int = 3, ignore: set[str] = frozenset()) -> list[str]:
+    """The unit's most repeated content words, ties broken by first appearance."""
+    counts: Counter = Counter()
+    first: dict[str, int] = {}
+    for i, tokens in enumerate(token_lists):
+        for t in tokens:
+            if t in ignore or t in CHAT_FILLER or t.isdigit() or (not has_cjk(t) and len(t) < 3):
+                continue
+            counts[t] += 1
+            first.setdefault(t, i)
+    ranked = sorted(counts, key=lambda t: (-counts[t], first[t]))
+    return ranked[:limit]
