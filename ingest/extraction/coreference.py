@@ -28,7 +28,8 @@ _NOT_VERBS = set("and or but to too so as the a an not that this it if in on at 
 _AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "were": "was", "have": "has", "'ve": "has",
           "do": "does", "don't": "doesn't", "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't"}
 
-_FIRST_PERSON = re.compile(r"\b(?:I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b")
+# Not inside hyphenated words: "me-time" stays.
+_FIRST_PERSON = re.compile(r"(?<![\w-])(?:I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)(?![\w-])")
 _SECOND_PERSON = re.compile(
     r"\b(?:you['’](?:re|ve|d|ll)|you|your|yours|yourself)\b(?!\s+(?:guys|all|two|both|folks|people)\b)", re.I
 )
@@ -117,7 +118,7 @@ def resolve_second_person(text: str, listener: str) -> str:
 def _apply_agreement(text: str) -> str:
     """Make the verb after a marked subject agree: \\x00 any verb, \\x01 only be/have/do forms."""
     def agree(match: re.Match) -> str:
-        marker, words = match.group(1), match.group(2).split(" ")
+        marker, words = match.group(1), match.group(2).split()
         for i, word in enumerate(words):
             lower = word.lower()
             if lower in _ADVERBS or lower.endswith("ly"):

@@ -30,7 +30,8 @@ EN_STOPWORDS = frozenset(
 CHAT_FILLER = frozenset(
     """good great nice cool awesome amazing wonderful fantastic incredible glad happy sorry thanks thank see hear
     sounds totally super pretty definitely sure congrats congratulations bye care talk later soon know mean
-    guess think feel day time well way tell keep going hope love proud exciting excited""".split()
+    guess think feel day time well way tell keep going hope love proud exciting excited agree true right exactly
+    absolutely look""".split()
 )
 ZH_STOPWORDS = frozenset(
     """的 了 和 是 就 都 而 及 与 着 或 一个 没有 我们 你们 他们 她们 它们 我 你 他 她 它 这 那 这个 那个 这些 那些 之
@@ -92,15 +93,33 @@ def centrality(token_lists: list[list[str]], *, boost: set[str] = frozenset()) -
     return scores
 
 
-def keywords(token_lists: list[list[str]], *, limit: int = 3, ignore: set[str] = frozenset()) -> list[str]:
-    """The unit's most repeated content words, ties broken by first appearance."""
+_VERB_LIKE = frozenset("made make makes get gets got go goes went take takes took taking give gave come came".split())
+
+
+def keywords(
+    token_lists: list[list[str]], texts: list[str] = (), *, limit: int = 3, ignore: set[str] = frozenset()
+) -> list[str]:
+    """The unit's most repeated content words (verb forms left out), ties broken by first appearance."""
     counts: Counter = Counter()
     first: dict[str, int] = {}
     for i, tokens in enumerate(token_lists):
         for t in tokens:
-            if t in ignore or t in CHAT_FILLER or t.isdigit() or (not has_cjk(t) and len(t) < 3):
+            if t in ignore or t in CHAT_FILLER or t in _VERB_LIKE or t.isdigit():
+                continue
+            if not has_cjk(t) and (len(t) < 3 or t.endswith(("ing", "ed", "ly", "'s"))):
                 continue
             counts[t] += 1
             first.setdefault(t, i)
+    # A pair of words that keeps appearing together ("support group") names the topic better than either.
+    joined = "\n".join(texts).lower()
+    pairs = Counter(
+        (a, b) for tokens in token_lists for a, b in zip(tokens, tokens[1:]) if a in counts and b in counts and a != b
+    )
+    for (a, b), n in pairs.most_common():
+        if texts and (a + b if has_cjk(a) else f"{a} {b}") not in joined:
+            continue  # adjacent only after stop words were removed
+        if n >= 2 and a in counts and b in counts and n >= 0.5 * min(counts[a], counts[b]):
+            phrase = a + b if has_cjk(a) else f"{a} {b}"
+            counts[phrase], first[phrase] = max(counts.pop(a), counts.pop(b)), min(first[a], first[b])
     ranked = sorted(counts, key=lambda t: (-counts[t], first[t]))
     return ranked[:limit]

@@ -1,0 +1,329 @@
+"""The extractor used when no LLM is configured: extractive, self-contained facts in milliseconds.
+
+Facts are the unit's informative sentences (long ones split at safe clause boundaries), with pronouns
+and relative dates resolved where that is safe; table rows become one fact each. The episode summary
+is the unit's most central sentences in their original order.
+"""
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, time
+
+from ingest.extraction import coreference, salience
+from ingest.extraction.base import ExtractedEpisode, ExtractedFact, ExtractionUnit, Passage
+from ingest.extraction.dates import resolve_relative_dates
+from ingest.extraction.sentences import is_cjk_text, split_clauses, split_sentences, table_rows
+
+MAX_FACTS = 40  # an LLM extraction of one section yields 5-30 facts; more is noise for retrieval
+SUMMARY_WORDS = 80
+SUMMARY_CHARS = 200  # Chinese: ~200 characters carry about what 80 English words do
+SUMMARY_SENTENCES = 4
+WINDOW = 3  # sentences back in which a he/she antecedent is looked for
+
+_LEADING_FILLER = re.compile(
+    r"^(?:(?:oh my god|oh my|oh|wow|hey|hi|hello|well|so|yeah|yes|yep|no|nope|ok|okay|haha+|lol|um+|uh+|hmm+|ah+|"
+    r"aw+|omg|gosh|man|dude|honestly|actually|anyway|anyways|btw|by the way|you know|i mean)\s*[,!.…]+\s*)+",
+    re.I,
+)
+_ZH_FILLER = re.compile(r"^(?:嗯+|哈哈+|啊+|哦+|噢+|嘿+|哇+|好吧|其实|那个|对了)[，,！!。…~～]*")
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")
+_BOILERPLATE = re.compile(
+    r"^(?:page\s*\d+(?:\s*(?:of|/)\s*\d+)?|-\s*\d+\s*-|\d+|第\s*\d+\s*页.*|copyright\b.*|©.*|all rights reserved\.?|"
+    r"table of contents|contents|confidential|click here.*|privacy policy|terms of (?:use|service)|版权所有.*|目录)$",
+    re.I,
+)
+_TERMINAL = re.compile(r"[.!?。！？;；:：\"'”’)）]$")
+_QUESTION = re.compile(r"[?？][\"'”’)）]*$")
+_SIGN_OFF = re.compile(
+    r"^(?:have (?:fun|a good)|take care|let me know|keep (?:it up|me posted|you posted)|stay safe|good luck|"
+    r"see (?:you|ya)|talk (?:soon|later)|catch you|bye|thanks for|thank you for)\b", re.I
+)
+
+
+@dataclass
+class _Candidate:
+    text: str  # the fact as it will be stored
+    original: str  # the sentence as written, for scoring and pronoun look-back
+    source_ids: list[str]
+    position: int
+    speaker: str = ""
+    occurred_at: datetime | None = None
+    is_row: bool = False
+    tokens: list[str] = field(default_factory=list)
+    score: float = 0.0
+
+
+class DeterministicExtractor:
+    """Sentence-level extraction with safe pronoun and date resolution; no model, no network."""
+
+    mode = "deterministic"
+
+    def __init__(self, *, max_facts: int = MAX_FACTS):
+        self.max_facts = max_facts
+
+    def extract(self, unit: ExtractionUnit) -> ExtractedEpisode:
+        passages = [p for p in unit.passages if p.text and p.text.strip()]
+        text = "\n".join(p.text for p in passages)
+        zh = unit.language == "zh" or (unit.language == "auto" and is_cjk_text(text))
+        conversation = any(p.speaker for p in passages)
+        participants = _participants(unit, passages)
+        label = _topic_label(unit.topic_hint)
+        ignore = {w for name in participants for w in salience.words(name)}
+
+        if conversation:
+            candidates = self._conversation_candidates(unit, passages, participants)
+        else:
+            candidates = self._document_candidates(unit, passages, label)
+        for c in candidates:
+            c.tokens = salience.content_words(c.original, ignore=ignore)
+        kept = [c for c in candidates if _informative(c, conversation, zh, unit.topic_hint)]
+        if not kept:  # a one-line section still deserves a fact
+            kept = [c for c in candidates if c.tokens and not _BOILERPLATE.match(c.original)][:3]
+        kept = _deduplicated(kept)
+        boost = set(salience.content_words(unit.topic_hint))
+        for c, score in zip(kept, salience.centrality([c.tokens for c in kept], boost=boost)):
+            c.score = score
+
+        facts = _capped(kept, self.max_facts)
+        topic_words = salience.keywords([c.tokens for c in kept], [c.original for c in kept], ignore=ignore)
+        if conversation:
+            topic = _conversation_topic(participants, topic_words, zh)
+            summary = _conversation_summary(kept, participants, topic_words, passages, zh)
+        else:
+            topic = unit.topic_hint or ", ".join(topic_words)
+            summary = _document_summary(kept, passages, zh)
+        episode = ExtractedEpisode(
+            topic=topic,
+            summary=summary,
+            facts=[
+                ExtractedFact(c.text, c.source_ids, c.occurred_at, c.speaker if conversation else "")
+                for c in facts
+            ],
+            source_ids=[p.source_id for p in passages],
+            occurred_at=_episode_time(unit, passages),
+        )
+        episode.mode = self.mode
+        return episode
+
+    def _document_candidates(self, unit: ExtractionUnit, passages: list[Passage], label: str) -> list[_Candidate]:
+        out: list[_Candidate] = []
+        for passage in passages:
+            reference = passage.timestamp or unit.reference_time
+            rows = table_rows(passage.text)
+            if rows:
+                for row in rows:
+                    out.append(_Candidate(f"{label}: {row}" if label else row, row, [passage.source_id],
+                                          len(out), is_row=True))
+                continue
+            for sentence in split_sentences(passage.text):
+                for clause in split_clauses(sentence):
+                    cleaned = _clean(clause)
+                    text, resolved = resolve_relative_dates(cleaned, reference)
+                    out.append(_Candidate(coreference.prefix_topic(text, label), cleaned, [passage.source_id],
+                                          len(out), occurred_at=_as_datetime(resolved, reference)))
+        return out
+
+    def _conversation_candidates(
+        self, unit: ExtractionUnit, passages: list[Passage], participants: list[str]
+    ) -> list[_Candidate]:
+        out: list[_Candidate] = []
+        two_party = len(participants) == 2
+        # In a two-person chat "she" is never one of the two speakers: they are "I" and "you".
+        not_antecedents = set(participants) if two_party else set()
+        known_names = set(participants) - not_antecedents
+        history: list[tuple[list[coreference.Mention], str]] = []  # mentions per sentence, with source id
+        for passage in passages:
+            speaker = passage.speaker
+            listener = next((p for p in participants if p != speaker), "") if two_party else ""
+            reference = passage.timestamp or unit.reference_time
+            for sentence in split_sentences(passage.text):
+                cleaned = _clean(sentence, participants)
+                found = coreference.mentions(cleaned, exclude=not_antecedents)
+                known_names.update(m.name for m in found if m.name)
+                found += coreference.known_name_mentions(cleaned, known_names - {m.name for m in found})
+                window = [m for mentioned, _ in history[-WINDOW:] for m in mentioned]
+                for clause in split_clauses(cleaned):
+                    text, antecedent = coreference.resolve_third_person(clause, window)
+                    text = coreference.resolve_first_person(text, speaker)
+                    text = coreference.resolve_second_person(text, listener)
+                    text, resolved = resolve_relative_dates(text, reference)
+                    sources = [passage.source_id]
+                    if antecedent:
+                        sources = _antecedent_sources(history, antecedent) + sources
+                    out.append(_Candidate(_capitalised(text), clause, list(dict.fromkeys(sources)), len(out),
+                                          speaker=speaker,
+                                          occurred_at=_as_datetime(resolved, reference) or passage.timestamp))
+                history.append((found, passage.source_id))
+        return out
+
+
+def _participants(unit: ExtractionUnit, passages: list[Passage]) -> list[str]:
+    named = unit.context.get("participants") or []
+    speakers = [p.speaker for p in passages if p.speaker]
+    return list(dict.fromkeys([*[str(n) for n in named if n], *speakers]))
+
+
+def _topic_label(topic_hint: str) -> str:
+    """The last element of a section path: 'Guide › Install' → 'Install'."""
+    parts = [p.strip() for p in re.split(r"\s*(?:›|»|>|/)\s*", topic_hint) if p.strip()]
+    return parts[-1] if parts else ""
+
+
+def _clean(sentence: str, participants: list[str] = ()) -> str:
+    text = _EMOJI.sub("", sentence).replace("’", "'")
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"([!?！？])\1+", r"\1", text)
+    stripped = _ZH_FILLER.sub("", _LEADING_FILLER.sub("", text))
+    # A leading vocative, by full name or a nickname that starts it: "Hey Caroline, I went…", "Mel, I…".
+    vocative = re.match(r"^(?:(?:hey|hi|hello|oh|wow|thanks|thank you|aw+)\s+)?([A-Z][a-z]+)\s*[,，!！]\s*", stripped)
+    if vocative and any(name.startswith(vocative.group(1)) for name in participants):
+        stripped = stripped[vocative.end() :]
+    if len(stripped) >= 3:
+        text = stripped
+    return text.strip(" -–—*•")
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:] if text[:1].islower() else text
+
+
+def _informative(c: _Candidate, conversation: bool, zh: bool, topic_hint: str) -> bool:
+    """Drop what is not a fact: questions, headings, page furniture, small talk."""
+    original = c.original.strip()
+    if c.is_row:
+        return len(c.tokens) >= 1
+    if not original or _BOILERPLATE.match(original) or _QUESTION.search(original):
+        return False
+    if original.strip(" .:：") == topic_hint.strip() or original.strip(" .:：") == _topic_label(topic_hint):
+        return False
+    if conversation and _SIGN_OFF.match(original):
+        return False
+    cjk = is_cjk_text(original)
+    if not conversation and not _TERMINAL.search(original) and _looks_like_heading(original, cjk):
+        return False
+    meaningful = [t for t in c.tokens if t not in salience.CHAT_FILLER] if conversation else c.tokens
+    if cjk:
+        return len(original) >= 6 and len(meaningful) >= 2
+    return len(original.split()) >= 3 and len(meaningful) >= 2
+
+
+def _looks_like_heading(text: str, cjk: bool) -> bool:
+    if cjk:
+        return len(text) <= 10
+    tokens = text.split()
+    capitalised = sum(1 for w in tokens if w[:1].isupper() or not w[:1].isalpha())
+    return len(tokens) <= 8 and capitalised >= 0.6 * len(tokens)
+
+
+def _deduplicated(candidates: list[_Candidate]) -> list[_Candidate]:
+    by_key: dict[str, _Candidate] = {}
+    for c in candidates:
+        key = re.sub(r"[\W_]+", " ", c.text.lower()).strip()
+        if key in by_key:
+            by_key[key].source_ids = list(dict.fromkeys(by_key[key].source_ids + c.source_ids))
+        else:
+            by_key[key] = c
+    return list(by_key.values())
+
+
+def _capped(candidates: list[_Candidate], limit: int) -> list[_Candidate]:
+    """The `limit` most informative candidates (distinct content words × centrality), in source order."""
+    if len(candidates) <= limit:
+        return candidates
+    ranked = sorted(candidates, key=lambda c: len(set(c.tokens)) ** 0.5 * (0.5 + c.score), reverse=True)
+    return sorted(ranked[:limit], key=lambda c: c.position)
+
+
+def _pick_for_summary(candidates: list[_Candidate], budget: int, zh: bool) -> list[_Candidate]:
+    """The most central sentences that fit the budget, skipping near-duplicates of ones already chosen."""
+    chosen: list[_Candidate] = []
+    used = 0
+    for c in sorted(candidates, key=lambda c: c.score, reverse=True):
+        size = _size(c.text, zh)
+        if chosen and used + size > budget:
+            continue
+        if any(_overlap(c.tokens, other.tokens) > 0.6 for other in chosen):
+            continue
+        chosen.append(c)
+        used += size
+        if len(chosen) == SUMMARY_SENTENCES:
+            break
+    return sorted(chosen, key=lambda c: c.position)
+
+
+def _document_summary(candidates: list[_Candidate], passages: list[Passage], zh: bool) -> str:
+    budget = SUMMARY_CHARS if zh else SUMMARY_WORDS
+    prose = [c for c in candidates if not c.is_row] or candidates
+    if not prose:
+        return _trimmed(" ".join(p.text.strip() for p in passages), budget, zh)
+    # The summary repeats the original sentence: the "[Topic]" prefix only helps a fact read alone.
+    return _trimmed(_joined([_unprefixed(c.text) for c in _pick_for_summary(prose, budget, zh)], zh), budget, zh)
+
+
+def _conversation_summary(
+    candidates: list[_Candidate], participants: list[str], topic_words: list[str], passages: list[Passage], zh: bool
+) -> str:
+    budget = SUMMARY_CHARS if zh else SUMMARY_WORDS
+    when = next((p.timestamp for p in passages if p.timestamp), None)
+    who = ("和" if zh else " and ").join(participants[:3]) + ("" if len(participants) <= 3 else (" 等" if zh else " and others"))
+    if zh:
+        intro = (f"{when.date().isoformat()}，" if when else "") + f"{who}聊了" + ("、".join(topic_words) or "近况") + "。"
+    else:
+        about = f" about {', '.join(topic_words)}" if topic_words else ""
+        intro = (f"On {when.date().isoformat()}, " if when else "") + f"{who} talked{about}."
+    picked = _pick_for_summary(candidates, budget - _size(intro, zh), zh)
+    return _trimmed(_joined([intro, *(_ended(c.text, zh) for c in picked)], zh), budget, zh)
+
+
+def _conversation_topic(participants: list[str], topic_words: list[str], zh: bool) -> str:
+    who = ("和" if zh else " and ").join(participants[:3])
+    if not topic_words:
+        return who
+    return f"{who}：{'、'.join(topic_words)}" if zh else f"{who}: {', '.join(topic_words)}"
+
+
+def _antecedent_sources(history: list[tuple[list[coreference.Mention], str]], name: str) -> list[str]:
+    for mentioned, source_id in reversed(history[-WINDOW:]):
+        if any(m.name == name for m in mentioned):
+            return [source_id]
+    return []
+
+
+def _episode_time(unit: ExtractionUnit, passages: list[Passage]) -> datetime | None:
+    stamps = [p.timestamp for p in passages if p.timestamp]
+    return min(stamps) if stamps else unit.reference_time
+
+
+def _as_datetime(resolved, reference: datetime | None) -> datetime | None:
+    if resolved is None:
+        return None
+    tz = reference.tzinfo if isinstance(reference, datetime) else None
+    return datetime.combine(resolved.start, time.min, tzinfo=tz)
+
+
+def _unprefixed(text: str) -> str:
+    return re.sub(r"^\[[^\]]*\] ", "", text)
+
+
+def _ended(text: str, zh: bool) -> str:
+    return text if _TERMINAL.search(text) else text + ("。" if zh else ".")
+
+
+def _size(text: str, zh: bool) -> int:
+    return len(text) if zh else len(text.split())
+
+
+def _overlap(a: list[str], b: list[str]) -> float:
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / max(1, min(len(sa), len(sb)))
+
+
+def _joined(parts: list[str], zh: bool) -> str:
+    return ("" if zh else " ").join(p.strip() for p in parts if p.strip())
+
+
+def _trimmed(text: str, budget: int, zh: bool) -> str:
+    if zh:
+        return text if len(text) <= budget else text[: budget - 1].rstrip("，,、 ") + "…"
+    tokens = text.split()
+    return text if len(tokens) <= budget else " ".join(tokens[:budget]).rstrip(",;: ") + "…"

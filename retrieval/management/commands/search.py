@@ -1,0 +1,64 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from retrieval.request import SearchError, parse_search_request
+from retrieval.search import search
+from tenants.access import Scope
+from tenants.models import KnowledgeBase, Tenant
+
+
+class Command(BaseCommand):
+    help = "Search a tenant's memories (same code path as the API)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("query")
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--kb", action="append", help="limit to this knowledge base (repeatable)")
+        parser.add_argument("--method", default="hybrid", choices=["keyword", "vector", "hybrid", "agentic"])
+        parser.add_argument("--top-k", type=int, default=10)
+        parser.add_argument("--types", default="episode,atomic_fact", help="comma-separated memory types")
+        parser.add_argument("--json", action="store_true", help="print the raw JSON response")
+
+    def handle(self, *args, **opts):
+        tenant = Tenant.objects.filter(slug=opts["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"No tenant '{opts['tenant']}'.")
+        scope = Scope(tenant, frozenset(KnowledgeBase.objects.filter(tenant=tenant).values_list("id", flat=True)),
+                      False, False, "cli:search")
+        body = {"query": opts["query"], "method": opts["method"], "top_k": opts["top_k"],
+                "memory_types": opts["types"].split(",")}
+        if opts["kb"]:
+            body["filters"] = {"kb": opts["kb"]}
+        try:
+            response = search(scope, parse_search_request(body))
+        except SearchError as exc:
+            raise CommandError(str(exc))
+        if opts["json"]:
+            self.stdout.write(json.dumps(response, ensure_ascii=False, indent=2))
+            return
+        q = response["query"]
+        self.stdout.write(f"{q['method']} (answered by {q['answered_by']}) in {q['took_ms']} ms")
+        for note in q["notes"]:
+            self.stdout.write(f"  note: {note}")
+        for fact in response["facts"]:
+            self.stdout.write(f"  fact    {fact['score']:.3f}  {fact['atomic_fact']}  {_where(fact)}")
+        for episode in response["episodes"]:
+            self.stdout.write(f"  episode {episode['score']:.3f}  [{episode['topic_name']}] {episode['summary'][:160]}")
+            for fact in episode["atomic_facts"]:
+                self.stdout.write(f"      fact {fact['score']:.3f}  {fact['atomic_fact']}")
+        for chunk in response.get("chunks", []):
+            self.stdout.write(f"  chunk   {chunk['score']:.3f}  {chunk['text'][:160]}  {_where(chunk)}")
+
+
+def _where(item):
+    if not item["sources"]:
+        return ""
+    s = item["sources"][0]
+    parts = [s.get("document_name") or s.get("message_id") or ""]
+    for key in ("page", "slide", "sheet"):
+        if s.get(key):
+            parts.append(f"{key} {s[key]}")
+    if s.get("start_time") is not None:
+        parts.append(f"at {s['start_time']:.0f}s")
+    return "(" + ", ".join(str(p) for p in parts if p) + ")"

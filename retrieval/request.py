@@ -1,0 +1,87 @@
+"""Search requests: validated at the boundary, with errors a caller can act on."""
+
+from dataclasses import dataclass, field
+
+METHODS = ("keyword", "vector", "hybrid", "agentic")
+MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
+FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "group_id", "agent_id")
+MAX_TOP_K = 100
+MAX_QUERY_CHARS = 2000
+
+
+class SearchError(ValueError):
+    """A request the caller must fix (HTTP 400), with a readable message."""
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    method: str = "hybrid"
+    memory_types: list[str] = field(default_factory=lambda: ["episode", "atomic_fact"])
+    filters: dict = field(default_factory=dict)
+    top_k: int = 10
+    expand_context: bool = False
+    rerank: bool | None = None
+
+    @property
+    def limit(self) -> int:
+        """top_k as a count; -1 ("everything above the similarity floor") is capped at MAX_TOP_K."""
+        return MAX_TOP_K if self.top_k == -1 else self.top_k
+
+
+def parse_search_request(data: dict) -> SearchRequest:
+    if not isinstance(data, dict):
+        raise SearchError("The request body must be a JSON object.")
+    query = data.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise SearchError("'query' must be a non-empty string.")
+    if len(query) > MAX_QUERY_CHARS:
+        raise SearchError(f"'query' is longer than {MAX_QUERY_CHARS} characters.")
+    method = data.get("method") or "hybrid"
+    if method not in METHODS:
+        raise SearchError(f"Unknown method {method!r}; use one of: {', '.join(METHODS)}.")
+    top_k = data.get("top_k", 10)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not (top_k == -1 or 1 <= top_k <= MAX_TOP_K):
+        raise SearchError(f"'top_k' must be an integer from 1 to {MAX_TOP_K}, or -1 for everything above the floor.")
+    memory_types = data.get("memory_types") or ["episode", "atomic_fact"]
+    if isinstance(memory_types, str):
+        memory_types = [memory_types]
+    if not isinstance(memory_types, list) or any(t not in MEMORY_TYPES for t in memory_types):
+        raise SearchError(f"'memory_types' must be a list drawn from: {', '.join(MEMORY_TYPES)}.")
+    filters = data.get("filters") or {}
+    if not isinstance(filters, dict):
+        raise SearchError("'filters' must be an object.")
+    unknown = set(filters) - set(FILTER_KEYS)
+    if unknown:
+        raise SearchError(f"Unknown filter(s) {sorted(unknown)}; allowed: {', '.join(FILTER_KEYS)}.")
+    clean = {}
+    if "kb" in filters:
+        kbs = filters["kb"] if isinstance(filters["kb"], list) else [filters["kb"]]
+        if not all(isinstance(k, str) and k for k in kbs):
+            raise SearchError("'filters.kb' must be a list of knowledge-base slugs.")
+        clean["kb"] = kbs
+    if "document_id" in filters:
+        ids = filters["document_id"] if isinstance(filters["document_id"], list) else [filters["document_id"]]
+        try:
+            clean["document_id"] = [int(i) for i in ids if not isinstance(i, bool)]
+        except (TypeError, ValueError):
+            raise SearchError("'filters.document_id' must be a list of integers.") from None
+        if len(clean["document_id"]) != len(ids):
+            raise SearchError("'filters.document_id' must be a list of integers.")
+    for key in ("user_id", "session_id", "group_id", "agent_id"):
+        if key in filters:
+            if not isinstance(filters[key], str) or len(filters[key]) > 200:
+                raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")
+            clean[key] = filters[key]
+    rerank = data.get("rerank")
+    if rerank is not None and not isinstance(rerank, bool):
+        raise SearchError("'rerank' must be true or false.")
+    return SearchRequest(
+        query=query.strip(),
+        method=method,
+        memory_types=list(dict.fromkeys(memory_types)),
+        filters=clean,
+        top_k=top_k,
+        expand_context=bool(data.get("expand_context", False)),
+        rerank=rerank,
+    )

@@ -1,0 +1,121 @@
+"""Turn index hits into response items with their sources, straight from the database."""
+
+from ingest.models import Chunk, Memory, Message
+from retrieval.projection import chunk_key, memory_key
+
+RAW_MESSAGES_LIMIT = 50
+
+
+def _chunk_source(chunk: Chunk) -> dict:
+    return {
+        "type": "chunk",
+        "document_id": chunk.document_id,
+        "document_name": chunk.document.filename,
+        "chunk_id": chunk.pk,
+        "parent_chunk_id": chunk.parent_id,
+        **chunk.location,
+    }
+
+
+def load_memories(scope, ids: list[str]) -> dict[str, Memory]:
+    """Active memories by index key, re-checked against the scope (defence in depth)."""
+    pks = [i.split(":", 1)[1] for i in ids if i.startswith("memory:")]
+    rows = (
+        Memory.objects.filter(pk__in=pks, tenant=scope.tenant, kb_id__in=scope.kb_ids, status=Memory.Status.ACTIVE)
+        .select_related("kb")
+        .prefetch_related("source_chunks__document")
+    )
+    return {memory_key(m.pk): m for m in rows}
+
+
+def load_chunks(scope, ids: list[str]) -> dict[str, Chunk]:
+    pks = [int(i.split(":", 1)[1]) for i in ids if i.startswith("chunk:")]
+    rows = Chunk.objects.filter(pk__in=pks, document__kb__tenant=scope.tenant,
+                                document__kb_id__in=scope.kb_ids).select_related("document__kb", "parent")
+    return {chunk_key(c.pk): c for c in rows}
+
+
+def memory_sources(memory: Memory) -> list[dict]:
+    chunks = sorted(memory.source_chunks.all(), key=lambda c: (c.level != "child", c.ordinal))
+    sources = [_chunk_source(c) for c in chunks if c.level == Chunk.Level.CHILD]
+    if not sources:
+        sources = [_chunk_source(c) for c in chunks]
+    sources += [{"type": "message", "message_id": mid, "session_id": memory.session_id}
+                for mid in memory.source_message_ids]
+    return sources
+
+
+def fact_item(memory: Memory, score: float, scores: dict) -> dict:
+    return {
+        "id": str(memory.pk),
+        "atomic_fact": memory.text,
+        "topic_name": memory.topic,
+        "score": round(score, 6),
+        "parent_episode_id": str(memory.parent_id) if memory.parent_id else None,
+        "kb": memory.kb.slug,
+        "occurred_at": memory.occurred_at.isoformat() if memory.occurred_at else None,
+        "user_id": memory.user_id or None,
+        "session_id": memory.session_id or None,
+        "sources": memory_sources(memory),
+        "scores": _round(scores),
+    }
+
+
+def episode_item(memory: Memory, score: float, scores: dict, facts: list[dict]) -> dict:
+    return {
+        "id": str(memory.pk),
+        "summary": memory.text,
+        "topic_name": memory.topic,
+        "score": round(score, 6),
+        "kb": memory.kb.slug,
+        "occurred_at": memory.occurred_at.isoformat() if memory.occurred_at else None,
+        "user_id": memory.user_id or None,
+        "session_id": memory.session_id or None,
+        "atomic_facts": facts,
+        "sources": memory_sources(memory),
+        "scores": _round(scores),
+    }
+
+
+def chunk_item(chunk: Chunk, score: float, scores: dict, *, expand_context: bool) -> dict:
+    item = {
+        "id": chunk.pk,
+        "text": chunk.text,
+        "score": round(score, 6),
+        "kb": chunk.document.kb.slug,
+        "sources": [_chunk_source(chunk)],
+        "scores": _round(scores),
+    }
+    if expand_context and chunk.parent_id:
+        item["context"] = {"parent_chunk_id": chunk.parent_id, "text": chunk.parent.text}
+    return item
+
+
+def add_context(items: list[dict]) -> None:
+    """Attach each item's parent chunk text (context expansion), one query for all."""
+    parent_ids = {s["parent_chunk_id"] for it in items for s in it["sources"] if s.get("parent_chunk_id")}
+    parents = Chunk.objects.in_bulk(parent_ids)
+    for item in items:
+        for source in item["sources"]:
+            parent = parents.get(source.get("parent_chunk_id"))
+            if parent is not None:
+                item["context"] = {"parent_chunk_id": parent.pk, "text": parent.text}
+                break
+
+
+def raw_messages(scope, kb_ids, filters: dict) -> list[dict]:
+    """Accumulated chat messages in scope that have not been extracted yet."""
+    qs = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, segment_id__isnull=True)
+    for key in ("user_id", "session_id", "group_id", "agent_id"):
+        if filters.get(key):
+            qs = qs.filter(**{key: filters[key]})
+    rows = list(qs.order_by("-timestamp", "-id")[:RAW_MESSAGES_LIMIT])
+    return [
+        {"message_id": m.message_id, "session_id": m.session_id, "user_id": m.user_id,
+         "sender": m.sender_name or m.sender_id or m.role, "content": m.content, "timestamp": m.timestamp.isoformat()}
+        for m in reversed(rows)
+    ]
+
+
+def _round(scores: dict) -> dict:
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in scores.items()}

@@ -1,0 +1,254 @@
+"""The one search code path behind the API, the console and `manage.py search`."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from django.conf import settings
+
+from retrieval import results
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import Hit, IndexFilter
+from retrieval.embeddings import embedder
+from retrieval.fusion import logistic_relevance, rrf
+from retrieval.mrag import Candidate, EpisodeExpander, MragParams
+from retrieval.request import SearchError, SearchRequest
+from retrieval.reranking import rerank_items
+from tenants.access import Scope
+from tenants.models import KnowledgeBase, Tenant
+
+# Engine calls of one search run in parallel (dense and BM25); two threads match the two
+# engines, and a shared pool avoids paying thread start-up on every query.
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search")
+ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search
+
+
+def search(scope: Scope, req: SearchRequest) -> dict:
+    started = time.perf_counter()
+    kb_ids = _kb_ids(scope, req)
+    base = IndexFilter(
+        tenant_id=scope.tenant.pk,
+        kb_ids=kb_ids,
+        exclusive=scope.tenant.isolation == Tenant.Isolation.EXCLUSIVE,
+        document_ids=tuple(req.filters.get("document_id", ())),
+        user_id=req.filters.get("user_id"),
+        session_id=req.filters.get("session_id"),
+    )
+    run = Run(scope, req, base)
+    method = req.method
+    notes = []
+    if method == "agentic":
+        from retrieval.agentic import agentic_search
+
+        response, notes = agentic_search(run)
+        method_used = "agentic" if not notes else "hybrid"
+    elif method == "hybrid":
+        response, method_used = run.hybrid(), "hybrid"
+    else:
+        response, method_used = run.flat(method), method
+    if req.rerank or (req.rerank is None and settings.MRAG_RERANK):
+        for key in ("facts", "episodes", "chunks"):
+            response[key] = rerank_items(req.query, response.get(key, []))
+    if req.expand_context:
+        results.add_context(response["facts"] + response["episodes"])
+    response["profiles"] = []
+    response["raw_messages"] = results.raw_messages(scope, kb_ids, req.filters)
+    response["query"] = {
+        "text": req.query,
+        "method": req.method,
+        "answered_by": method_used,
+        "filters_applied": {"tenant": scope.tenant.slug, "kb": sorted(_slugs(kb_ids)), **{
+            k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
+        "llm": bool(settings.LLM_ENABLED),
+        "notes": notes,
+        "took_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    return response
+
+
+def _kb_ids(scope: Scope, req: SearchRequest) -> tuple[int, ...]:
+    if "kb" not in req.filters:
+        return tuple(sorted(scope.kb_ids))
+    found = dict(KnowledgeBase.objects.filter(tenant=scope.tenant, slug__in=req.filters["kb"],
+                                              id__in=scope.kb_ids).values_list("slug", "id"))
+    missing = [s for s in req.filters["kb"] if s not in found]
+    if missing:
+        raise SearchError(f"Unknown knowledge base(s): {', '.join(missing)}.")
+    return tuple(sorted(found.values()))
+
+
+def _slugs(kb_ids):
+    return KnowledgeBase.objects.filter(id__in=kb_ids).values_list("slug", flat=True)
+
+
+class Run:
+    """One search: the query's embedding is computed once and shared by every stage."""
+
+    def __init__(self, scope: Scope, req: SearchRequest, base: IndexFilter):
+        self.scope, self.req, self.base = scope, req, base
+        self._qvec = None
+
+    @property
+    def qvec(self):
+        if self._qvec is None:
+            self._qvec = [float(x) for x in embedder().embed_query(self.req.query)]
+        return self._qvec
+
+    def with_query(self, query: str) -> "Run":
+        return Run(self.scope, replace(self.req, query=query), self.base)
+
+    # --- engine calls
+    def dense(self, flt: IndexFilter, limit: int, floor: float | None = None) -> list[Hit]:
+        return vector_index().search(self.qvec, flt, limit, min_score=floor)
+
+    def bm25(self, flt: IndexFilter, limit: int) -> list[Hit]:
+        return keyword_index().search(self.req.query, flt, limit)
+
+    def both(self, flt: IndexFilter, limit: int) -> tuple[list[Hit], list[Hit]]:
+        bm25_future = _POOL.submit(self.bm25, flt, limit)
+        dense = self.dense(flt, limit)
+        return dense, bm25_future.result()
+
+    def fused(self, flt: IndexFilter, limit: int) -> list[Candidate]:
+        """Dense + BM25 in parallel, RRF order, logistic-regression relevance as the score."""
+        dense, sparse = self.both(flt, limit)
+        cos = {h.id: h.score for h in dense}
+        bm25 = {h.id: h.score for h in sparse}
+        missing = [i for i in bm25 if i not in cos]
+        if missing:  # exact cosine for BM25-only hits, in one filtered engine call
+            for h in self.dense(replace(flt, ids=tuple(missing)), len(missing), floor=-1.0):
+                cos[h.id] = h.score
+        order = rrf([[h.id for h in dense], [h.id for h in sparse]], k=settings.MRAG_RRF_K)
+        ranked = sorted(order, key=order.get, reverse=True)[:limit]
+        candidates = []
+        for item_id in ranked:
+            c, b = cos.get(item_id, 0.0), bm25.get(item_id, 0.0)
+            score = logistic_relevance(c, b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25, settings.MRAG_LR_BIAS)
+            candidates.append(Candidate(item_id, "", score, scores={"cosine": c, "bm25": b, "rrf": order[item_id],
+                                                                     "fused": score}))
+        if settings.MRAG_FUSION == "lr":
+            candidates.sort(key=lambda x: x.score, reverse=True)
+        return candidates
+
+    # --- methods
+    def flat(self, method: str) -> dict:
+        kinds = tuple(t for t in self.req.memory_types if t in ("episode", "atomic_fact", "chunk"))
+        flt = replace(self.base, kinds=kinds)
+        if method == "keyword":
+            hits = self.bm25(flt, self.req.limit)
+            scored = [(h.id, h.score, {"bm25": h.score}) for h in hits]
+        else:
+            limit = ALL_ABOVE_FLOOR if self.req.top_k == -1 else self.req.limit
+            hits = self.dense(flt, limit, floor=settings.VECTOR_MIN_SIMILARITY)
+            scored = [(h.id, h.score, {"cosine": h.score}) for h in hits]
+        return self.assemble_flat(scored)
+
+    def hybrid(self) -> dict:
+        req, p = self.req, settings
+        want_facts = "atomic_fact" in req.memory_types
+        want_episodes = "episode" in req.memory_types or want_facts
+        response = {"episodes": [], "facts": [], "chunks": []}
+        chunk_future = None
+        if "chunk" in req.memory_types:
+            chunk_future = _POOL.submit(self.fused, replace(self.base, kinds=("chunk",)), req.limit)
+        if want_episodes:
+            n_episodes = min(p.MRAG_EPISODE_MULTIPLIER * req.limit, p.MRAG_MAX_EPISODES)
+            episodes = self.fused(replace(self.base, kinds=("episode",)), n_episodes)
+            for e in episodes:
+                e.kind = "episode"
+            if want_facts:
+                params = MragParams(top_n=req.limit, alpha=p.MRAG_ALPHA, facts_per_episode=p.MRAG_FACTS_PER_EPISODE,
+                                    facts_competing=p.MRAG_FACTS_COMPETING, batch_size=p.MRAG_BATCH_SIZE,
+                                    patience=p.MRAG_CONVERGENCE_ROUNDS)
+                expander = EpisodeExpander(params, self.score_facts)
+                ranked = expander.run(episodes)
+                if "episode" not in req.memory_types:
+                    ranked = [c for c in ranked if c.kind == "atomic_fact"]
+            else:
+                expander, ranked = None, episodes[: req.limit]
+            response.update(self.assemble_mrag(ranked, expander))
+        if chunk_future is not None:
+            chunks = chunk_future.result()
+            loaded = results.load_chunks(self.scope, [c.id for c in chunks])
+            response["chunks"] = [results.chunk_item(loaded[c.id], c.score, c.scores, expand_context=req.expand_context)
+                                  for c in chunks if c.id in loaded]
+        return response
+
+    def score_facts(self, episode_ids: list[str]) -> dict[str, list[Candidate]]:
+        """Stage 3: the facts of a batch of episodes, scored against the query (cosine + BM25, fused)."""
+        per_episode = settings.MRAG_FACTS_PER_EPISODE
+        flt = replace(self.base, kinds=("atomic_fact",), parent_ids=tuple(episode_ids))
+        # Twice the per-episode quota for the batch, so one fact-rich episode cannot starve the others.
+        limit = 2 * per_episode * len(episode_ids)
+        candidates = self.fused(flt, limit)
+        parents = self._parents([c.id for c in candidates], flt)
+        grouped: dict[str, list[Candidate]] = {}
+        for c in candidates:
+            parent = parents.get(c.id)
+            if parent:
+                grouped.setdefault(parent, []).append(Candidate(c.id, "atomic_fact", c.score, parent, c.scores))
+        return grouped
+
+    def _parents(self, ids, flt):
+        from ingest.models import Memory
+
+        pks = [i.split(":", 1)[1] for i in ids]
+        return {f"memory:{pk}": f"memory:{parent}" for pk, parent in
+                Memory.objects.filter(pk__in=pks, tenant=self.scope.tenant).values_list("pk", "parent_id")}
+
+    # --- response assembly
+    def assemble_mrag(self, ranked: list[Candidate], expander) -> dict:
+        memories = results.load_memories(self.scope, [c.id for c in ranked] + [
+            f.id for facts in (expander.expanded.values() if expander else []) for f in facts])
+        episodes, facts = [], []
+        for c in ranked:
+            memory = memories.get(c.id)
+            if memory is None:
+                continue
+            if c.kind == "atomic_fact":
+                facts.append(results.fact_item(memory, c.score, c.scores))
+            else:
+                scored = expander.expanded.get(c.id, []) if expander else []
+                nested = [results.fact_item(memories[f.id], f.score, f.scores) for f in scored[:3] if f.id in memories]
+                episodes.append(results.episode_item(memory, c.score, c.scores, nested))
+        return {"episodes": episodes, "facts": facts}
+
+    def assemble_flat(self, scored: list[tuple[str, float, dict]]) -> dict:
+        """Non-mRAG methods: episode hits with their fact hits nested, chunk hits apart; facts stays empty."""
+        memories = results.load_memories(self.scope, [i for i, _, _ in scored])
+        chunks = results.load_chunks(self.scope, [i for i, _, _ in scored])
+        episodes: dict[str, dict] = {}
+        order: list[str] = []
+        chunk_items = []
+        orphan_parents = {}
+        for item_id, score, scores in scored:
+            if item_id in chunks:
+                chunk_items.append(results.chunk_item(chunks[item_id], score, scores,
+                                                      expand_context=self.req.expand_context))
+                continue
+            memory = memories.get(item_id)
+            if memory is None:
+                continue
+            if memory.kind == "atomic_fact" and memory.parent_id:
+                key = f"memory:{memory.parent_id}"
+                if key not in episodes:
+                    orphan_parents[key] = score
+                    episodes[key] = None
+                    order.append(key)
+                episodes.setdefault(key + "#facts", []).append(results.fact_item(memory, score, scores))
+            elif item_id not in episodes or episodes[item_id] is None:
+                if item_id not in episodes:
+                    order.append(item_id)
+                episodes[item_id] = results.episode_item(memory, score, scores, [])
+        parents = results.load_memories(self.scope, list(orphan_parents))
+        out = []
+        for key in order:
+            item = episodes[key]
+            if item is None:
+                parent = parents.get(key)
+                if parent is None:
+                    continue
+                item = results.episode_item(parent, orphan_parents[key], {"via_fact": True}, [])
+            item["atomic_facts"] = episodes.get(key + "#facts", [])
+            out.append(item)
+        return {"episodes": out, "facts": [], "chunks": chunk_items}
