@@ -175,7 +175,7 @@ def _clean(sentence: str, participants: list[str] = ()) -> str:
     text = re.sub(r"([!?！？])\1+", r"\1", text)
     stripped = _ZH_FILLER.sub("", _LEADING_FILLER.sub("", text))
     # A leading vocative, by full name or a nickname that starts it: "Hey Caroline, I went…", "Mel, I…".
-    vocative = re.match(r"^(?:(?:hey|hi|hello|oh|wow|thanks|thank you|aw+)\s+)?([A-Z][a-z]+)\s*[,，!！]\s*", stripped)
+    vocative = re.match(r"^(?:(?i:hey|hi|hello|oh|wow|thanks|thank you|aw+)\s+)?([A-Z][a-z]+)\s*[,，!！]\s*", stripped)
     if vocative and any(name.startswith(vocative.group(1)) for name in participants):
         stripped = stripped[vocative.end() :]
     if len(stripped) >= 3:
