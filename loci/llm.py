@@ -70,7 +70,7 @@ def parse_json_reply(text: str | None) -> dict:
     if not text or not text.strip():
         raise ValueError("the reply is empty")
     text = _THINK.sub("", text).strip()
-    candidates = [text]
+    candidates = [text, *(m.strip() for m in _FENCE.findall(text))]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         candidates.append(text[start : end + 1])

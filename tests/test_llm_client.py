@@ -144,6 +144,7 @@ def test_it_is_off_when_no_llm_is_configured(settings):
         ('{"a": 1}', {"a": 1}),
         ('<think>Let me see {"draft": 1}</think>\n{"a": 2}', {"a": 2}),
         ('```\n{"a": 3}\n```', {"a": 3}),
+        ('Use {braces} like this:\n```json\n{"a": 5}\n```', {"a": 5}),  # only the fence holds the object
         ('The answer is {"a": {"b": 4}} as requested.', {"a": {"b": 4}}),
     ],
 )

@@ -12,12 +12,13 @@ from datetime import datetime, time
 from ingest.extraction import coreference, salience
 from ingest.extraction.base import ExtractedEpisode, ExtractedFact, ExtractionUnit, Passage
 from ingest.extraction.dates import resolve_relative_dates
-from ingest.extraction.sentences import is_cjk_text, split_clauses, split_sentences, table_rows
+from ingest.extraction.sentences import has_cjk, is_cjk_text, split_clauses, split_sentences, table_rows
 
 MAX_FACTS = 40  # an LLM extraction of one section yields 5-30 facts; more is noise for retrieval
 SUMMARY_WORDS = 80
 SUMMARY_CHARS = 200  # Chinese: ~200 characters carry about what 80 English words do
 SUMMARY_SENTENCES = 4
+KEYWORD_SENTENCES = 15  # keywords come from the most central sentences only: cheaper, and on topic
 WINDOW = 3  # sentences back in which a he/she antecedent is looked for
 
 _LEADING_FILLER = re.compile(
@@ -68,24 +69,30 @@ class DeterministicExtractor:
         conversation = any(p.speaker for p in passages)
         participants = _participants(unit, passages)
         label = _topic_label(unit.topic_hint)
-        ignore = {w for name in participants for w in salience.words(name)}
+        ignore = {w for name in participants for w in (*salience.words(name), *salience.terms(name))}
 
         if conversation:
             candidates = self._conversation_candidates(unit, passages, participants)
         else:
             candidates = self._document_candidates(unit, passages, label)
         for c in candidates:
-            c.tokens = salience.content_words(c.original, ignore=ignore)
+            c.tokens = salience.terms(c.original, ignore=ignore)
         kept = [c for c in candidates if _informative(c, conversation, zh, unit.topic_hint)]
         if not kept:  # a one-line section still deserves a fact
             kept = [c for c in candidates if c.tokens and not _BOILERPLATE.match(c.original)][:3]
         kept = _deduplicated(kept)
-        boost = set(salience.content_words(unit.topic_hint))
+        boost = set(salience.terms(unit.topic_hint))
         for c, score in zip(kept, salience.centrality([c.tokens for c in kept], boost=boost)):
             c.score = score
 
         facts = _capped(kept, self.max_facts)
-        topic_words = salience.keywords([c.tokens for c in kept], [c.original for c in kept], ignore=ignore)
+        # Keywords need real words (jieba for Chinese), and only where no section title names the topic.
+        topic_words = []
+        if conversation or not unit.topic_hint:
+            top = sorted(kept, key=lambda c: c.score, reverse=True)[:KEYWORD_SENTENCES]
+            originals = [c.original for c in sorted(top, key=lambda c: c.position)]
+            topic_words = salience.keywords([salience.content_words(t, ignore=ignore) for t in originals], originals,
+                                            ignore=ignore)
         if conversation:
             topic = _conversation_topic(participants, topic_words, zh)
             summary = _conversation_summary(kept, participants, topic_words, passages, zh)
@@ -180,7 +187,11 @@ def _clean(sentence: str, participants: list[str] = ()) -> str:
         stripped = stripped[vocative.end() :]
     if len(stripped) >= 3:
         text = stripped
-    return text.strip(" -–—*•")
+    text = text.strip(" -–—*•")
+    # A quotation spanning several sentences leaves a stray mark on its first and last sentence.
+    if text.count('"') % 2:
+        text = text[1:] if text.startswith('"') else text[:-1] if text.endswith('"') else text.replace('"', "", 1)
+    return text.strip()
 
 
 def _capitalised(text: str) -> str:
@@ -238,7 +249,9 @@ def _pick_for_summary(candidates: list[_Candidate], budget: int, zh: bool) -> li
     """The most central sentences that fit the budget, skipping near-duplicates of ones already chosen."""
     chosen: list[_Candidate] = []
     used = 0
-    for c in sorted(candidates, key=lambda c: c.score, reverse=True):
+    # A sentence longer than half the budget would crowd the others out, so it ranks lower.
+    ranked = sorted(candidates, key=lambda c: c.score * min(1.0, budget / 2 / max(1, _size(c.text, zh))), reverse=True)
+    for c in ranked:
         size = _size(c.text, zh)
         if chosen and used + size > budget:
             continue
@@ -257,7 +270,8 @@ def _document_summary(candidates: list[_Candidate], passages: list[Passage], zh:
     if not prose:
         return _trimmed(" ".join(p.text.strip() for p in passages), budget, zh)
     # The summary repeats the original sentence: the "[Topic]" prefix only helps a fact read alone.
-    return _trimmed(_joined([_unprefixed(c.text) for c in _pick_for_summary(prose, budget, zh)], zh), budget, zh)
+    picked = _pick_for_summary(prose, budget, zh)
+    return _trimmed(_joined([_ended(_unprefixed(c.text), zh) for c in picked], zh), budget, zh)
 
 
 def _conversation_summary(
@@ -319,7 +333,12 @@ def _overlap(a: list[str], b: list[str]) -> float:
 
 
 def _joined(parts: list[str], zh: bool) -> str:
-    return ("" if zh else " ").join(p.strip() for p in parts if p.strip())
+    out = ""
+    for part in (p.strip() for p in parts if p.strip()):
+        # Chinese sentences join without a space, anything next to Latin text with one.
+        tight = zh and (has_cjk(out[-1:] + part[:1]) or "\u3000" <= out[-1:] <= "\u303f" or "\uff00" <= out[-1:])
+        out += part if not out or tight else " " + part
+    return out
 
 
 def _trimmed(text: str, budget: int, zh: bool) -> str:

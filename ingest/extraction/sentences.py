@@ -3,6 +3,7 @@
 import re
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SPACE = re.compile(r"\s")
 
 # Chinese sentence ends, with any closing quotes/brackets that belong to the sentence they close.
 _ZH_END = re.compile(r"[。！？；]+[”’」』）》\"']*|[!?]+[”’」』）》]*(?=[\u4e00-\u9fff“「])")
@@ -28,7 +29,7 @@ _CELL = re.compile(r"^\s*([^:|]{1,60}?)\s*:\s*(.*\S)\s*$")
 
 def is_cjk_text(text: str, threshold: float = 0.2) -> bool:
     """True when at least `threshold` of the non-space characters are CJK ideographs."""
-    letters = sum(1 for c in text if not c.isspace())
+    letters = len(text) - len(_SPACE.findall(text))
     return bool(letters) and len(_CJK.findall(text)) / letters >= threshold
 
 

@@ -1,7 +1,6 @@
 """Word parser: .docx with python-docx (body order, heading paths, lists, tables); .doc via LibreOffice."""
 
 import re
-import zipfile
 from pathlib import Path
 
 import docx
@@ -36,7 +35,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
 
 def parse_doc(path: Path, *, filename: str) -> ParsedDocument:
     """Parse a legacy .doc by converting it to .docx with LibreOffice (OOXML misnamed .doc is read directly)."""
-    if zipfile.is_zipfile(path):
+    if office.is_ooxml(path):
         return parse(path, filename=filename)
     office.reject_encrypted(path, "Word document")
     with office.converted(path, "docx", filename=filename) as converted:
@@ -158,7 +157,8 @@ def _table_rows(table: Table) -> list[list[str]]:
         for cell in row.cells:
             # A horizontally merged cell comes back once per grid column it spans.
             if cell._tc is not previous:
-                cells.append(cell.text)
+                # iter() also reaches paragraphs of tables nested in the cell, which cell.text skips.
+                cells.append(" ".join(Paragraph(p, cell).text for p in cell._tc.iter(_P)))
             previous = cell._tc
         rows.append(cells)
     return rows

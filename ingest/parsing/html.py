@@ -74,13 +74,18 @@ def _inline_text(el, skip: frozenset[str] = frozenset()) -> str:
         elif tag in _BLOCKS or tag in _HEADINGS or tag in ("ul", "ol", "table", "pre"):
             parts.append("\n")
         if node.text and tag:
-            parts.append(node.text)
+            parts.append(_SPACES.sub(" ", node.text))
         for child in node:
             walk(child)
             if child.tail:
-                parts.append(child.tail)
+                parts.append(_SPACES.sub(" ", child.tail))
 
     walk(el)
+    return _join_lines(parts)
+
+
+def _join_lines(parts: list[str]) -> str:
+    """Source whitespace is already collapsed, so the only line breaks are <br> and block edges."""
     lines = (_SPACES.sub(" ", line).strip() for line in "".join(parts).split("\n"))
     return "\n".join(line for line in lines if line)
 
@@ -198,9 +203,7 @@ def html_items(root) -> Iterator[Heading | Block]:
     paragraph: list[str] = []
 
     def flush() -> Iterator[Block]:
-        text = "\n".join(
-            line for line in (_SPACES.sub(" ", ln).strip() for ln in "".join(paragraph).split("\n")) if line
-        )
+        text = _join_lines(paragraph)
         paragraph.clear()
         if text:
             yield Block(text=text)
@@ -233,11 +236,11 @@ def html_items(root) -> Iterator[Heading | Block]:
             if block:
                 yield from flush()
             if el.text and tag:
-                paragraph.append(el.text)
+                paragraph.append(_SPACES.sub(" ", el.text))
             for child in el:
                 yield from walk(child)
                 if child.tail:
-                    paragraph.append(child.tail)
+                    paragraph.append(_SPACES.sub(" ", child.tail))
             if block:
                 yield from flush()
 
@@ -256,15 +259,9 @@ def html_blocks(text: str) -> list[Block]:
     return [item if isinstance(item, Block) else Block(text=item.text) for item in items]
 
 
-def html_sections(root, *, filename: str, prefix: list[str] | None = None) -> list[Section]:
-    title = document_title(root) or filename
-    path = [*(prefix or []), document_title(root) or Path(filename).stem]
-    sections = build_sections(html_items(root), title=title, path=path)
-    if prefix:
-        for section in sections:
-            if section.section_path[: len(prefix)] != prefix:
-                section.section_path = [*prefix, *section.section_path]
-    return sections
+def html_sections(root, *, filename: str) -> list[Section]:
+    title = document_title(root)
+    return build_sections(html_items(root), title=title or filename, path=[title or Path(filename).stem])
 
 
 def parse(path: Path, *, filename: str) -> ParsedDocument:

@@ -81,3 +81,10 @@ def reject_encrypted(path: Path, kind: str) -> None:
         return
     if encrypted:
         raise ParseError(f"The {kind} is password-protected.")
+
+
+def is_ooxml(path: Path) -> bool:
+    """True when a .doc/.ppt/.xls is really a zip package (misnamed .docx/.pptx/.xlsx)."""
+    # Not zipfile.is_zipfile: it finds the zipped theme that Word embeds inside OLE .doc files.
+    with open(path, "rb") as file:
+        return file.read(4) == b"PK\x03\x04"

@@ -228,7 +228,10 @@ def _center_in(bbox, area) -> bool:
 def _drop_running_heads(items: list[_Item], text_pages: int) -> list[_Item]:
     if text_pages < 3:
         return items
-    key = lambda item: (item.margin, re.sub(r"\d+", "#", " ".join(line.text for line in item.lines)))  # noqa: E731
+    # Font size is part of the key so that a title page's big title survives the same text as running head.
+    def key(item: _Item) -> tuple:
+        return item.margin, item.lines[0].size, re.sub(r"\d+", "#", " ".join(line.text for line in item.lines))
+
     pages_per_key: dict[tuple, set[int]] = {}
     for item in items:
         if item.margin and item.lines:

@@ -42,7 +42,9 @@ def render_table(rows: list[list[str]], header: list[str] | None, *, keyed: bool
             cells = [f"{name}: {value}" for name, value in zip(header, row) if value]
             cells += [value for value in row[len(header) :] if value]
         else:
-            cells = row
+            cells = list(row)
+            while cells and not cells[-1]:
+                cells.pop()
         line = " | ".join(cells)
         if lines and (len(lines) >= ROWS_PER_BLOCK or size + len(line) > BLOCK_CHARS):
             close(index)

@@ -1,6 +1,7 @@
-"""Plain text and Markdown files, and the heading-to-section builder the other markup parsers share."""
+"""Plain text, Markdown, reStructuredText and Org files, and the heading-to-section builder parsers share."""
 
 import re
+import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from .tabular import render_table
 # and a heading's section longer than two pages is cut the same way so a parent chunk stays usable.
 PAGE_CHARS = 3000
 
-MARKDOWN_TYPES = {"md", "markdown", "mdown", "mkd"}
+_EXTENSION_KINDS = {"md": "md", "markdown": "md", "mdown": "md", "mkd": "md", "rst": "rst", "org": "org"}
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -31,7 +32,8 @@ class Heading:
 
 
 def split_paragraphs(text: str) -> list[str]:
-    return [p.strip("\n") for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+    """Blank-line separated paragraphs, each dedented (keeping its inner indentation) and stripped."""
+    return [textwrap.dedent(p).strip() for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
 
 
 def split_long_text(text: str, limit: int = PAGE_CHARS) -> list[str]:
@@ -147,7 +149,8 @@ def markdown_items(text: str) -> Iterator[Heading | Block]:
             while i < n and not lines[i].strip().startswith(marker[0] * len(marker)):
                 body.append(lines[i])
                 i += 1
-            yield Block(text="\n".join(body).strip("\n"), kind="code", metadata={"language": fence.group(2)})
+            code = textwrap.dedent("\n".join(body)).strip("\n")
+            yield Block(text=code, kind="code", metadata={"language": fence.group(2)})
         elif heading := _ATX.match(line):
             yield from flush()
             yield Heading(len(heading.group(1)), (heading.group(2) or "").strip())
@@ -197,6 +200,105 @@ def markdown_items(text: str) -> Iterator[Heading | Block]:
     yield from flush()
 
 
+_RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}\s*$")
+_RST_INLINE = (
+    (re.compile(r"`([^`<]+?)\s*<[^>]+>`__?"), r"\1"),  # `text <url>`_
+    (re.compile(r":[\w:+-]+:`([^`]+)`"), r"\1"),  # :role:`text`
+    (re.compile(r"``([^`]+)``"), r"\1"),
+    (re.compile(r"`([^`]+)`_{0,2}"), r"\1"),
+)
+_RST_CODE_DIRECTIVE = re.compile(r"^\.\.\s+(?:code|code-block|sourcecode)::\s*(\S*)", re.I)
+
+
+def _indented_block(lines: list[str], i: int) -> tuple[list[str], int]:
+    """The indented lines from i on (blank lines included), dedented, and the index after them."""
+    body = []
+    while i < len(lines) and (not lines[i].strip() or lines[i][:1] in " \t"):
+        body.append(lines[i])
+        i += 1
+    return textwrap.dedent("\n".join(body)).strip("\n").split("\n"), i
+
+
+def rst_to_markdown(text: str) -> str:
+    """reStructuredText -> the Markdown subset markdown_items reads: headings, code, lists, paragraphs."""
+    lines, out, styles = text.split("\n"), [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        over = _RST_ADORNMENT.match(line)
+        title_at = i + 1 if over and nxt.strip() and i + 2 < len(lines) else i
+        under = lines[title_at + 1] if title_at + 1 < len(lines) else ""
+        title = lines[title_at].strip()
+        if title and not _RST_ADORNMENT.match(lines[title_at]) and _RST_ADORNMENT.match(under):
+            if len(under.strip()) >= min(len(title), 3) and (not over or over.group(1) == under[0]):
+                style = (under[0], bool(over))  # levels follow the order styles first appear in
+                if style not in styles:
+                    styles.append(style)
+                out += ["", "#" * min(styles.index(style) + 1, 6) + " " + title, ""]
+                i = title_at + 2
+                continue
+        if directive := _RST_CODE_DIRECTIVE.match(line):
+            body, i = _indented_block(lines, i + 1)
+            body = [b for b in body if not b.startswith(":")]  # directive options
+            out += ["```" + directive.group(1), *body, "```"]
+            continue
+        if line.startswith(".. "):  # comments, targets, substitutions, images: not prose
+            i = _indented_block(lines, i + 1)[1]
+            continue
+        if line.rstrip().endswith("::") and nxt.strip() == "":
+            out.append(re.sub(r"\s*::$", ":", line.strip()) if line.strip() != "::" else "")
+            body, i = _indented_block(lines, i + 1)
+            out += ["```", *body, "```"]
+            continue
+        stripped = re.sub(r"^(\s*)#\.\s", r"\g<1>1. ", line).strip()
+        for pattern, repl in _RST_INLINE:
+            stripped = pattern.sub(repl, stripped)
+        out.append(stripped)
+        i += 1
+    return "\n".join(out)
+
+
+_ORG_HEADING = re.compile(r"^(\*+)\s+(?:(?:TODO|DONE)\s+)?(?:\[#\w\]\s+)?(.*?)(?:\s+:[\w@#%:]+:)?\s*$")
+_ORG_INLINE = (
+    (re.compile(r"\[\[[^\]]+\]\[([^\]]+)\]\]"), r"\1"),  # [[link][description]]
+    (re.compile(r"\[\[([^\]]+)\]\]"), r"\1"),
+    (re.compile(r"(?<!\w)[~=]([^~=\s](?:[^~=]*[^~=\s])?)[~=](?!\w)"), r"\1"),  # ~code~ =verbatim=
+)
+
+
+def org_to_markdown(text: str) -> tuple[str, str]:
+    """Org mode -> (the Markdown subset markdown_items reads, #+TITLE)."""
+    out, title, in_block, in_drawer = [], "", False, False
+    for line in text.split("\n"):
+        stripped = line.strip()
+        lowered = stripped.lower()
+        if in_block:
+            if lowered.startswith(("#+end_src", "#+end_example")):
+                out.append("```")
+                in_block = False
+            else:
+                out.append(line)
+        elif lowered.startswith(("#+begin_src", "#+begin_example")):
+            out.append("```" + (stripped.split()[1] if len(stripped.split()) > 1 else ""))
+            in_block = True
+        elif lowered.startswith("#+title:"):
+            title = stripped[8:].strip()
+        elif lowered.startswith("#+") or (stripped.startswith("# ") and not out):
+            continue  # keywords, block markers and comments
+        elif re.fullmatch(r":[\w-]+:", stripped):  # :PROPERTIES: ... :END: drawers
+            in_drawer = lowered != ":end:"
+        elif in_drawer:
+            continue
+        elif heading := _ORG_HEADING.match(line):
+            out += ["", "#" * min(len(heading.group(1)), 6) + " " + heading.group(2), ""]
+        else:
+            for pattern, repl in _ORG_INLINE:
+                stripped = pattern.sub(repl, stripped)
+            out.append(stripped)
+    return "\n".join(out), title
+
+
 def text_sections(text: str, *, filename: str) -> list[Section]:
     """Plain text: paragraphs split on blank lines, grouped into page-size sections."""
     blocks = [Block(text=p) for p in split_paragraphs(text)]
@@ -208,13 +310,25 @@ def markdown_sections(text: str, *, filename: str) -> list[Section]:
 
 
 def parse(path: Path, *, filename: str, detected_type: str | None = None) -> ParsedDocument:
-    """Parse a .txt or Markdown file (which one: detected_type, else the extension)."""
+    """Parse a .txt, Markdown, reStructuredText or Org file (which one: detected_type, else the extension)."""
     decoded = decode_bytes(path.read_bytes())
     text = decoded.text.lstrip("\ufeff")
     if not text.strip():
         raise ParseError("The file is empty.")
-    kind = detected_type or ("md" if Path(filename).suffix.lower().lstrip(".") in MARKDOWN_TYPES else "txt")
-    sections = markdown_sections(text, filename=filename) if kind == "md" else text_sections(text, filename=filename)
+    kind = detected_type or _EXTENSION_KINDS.get(Path(filename).suffix.lower().lstrip("."), "txt")
+    metadata = {"encoding": decoded.encoding}
+    stem = Path(filename).stem
+    if kind == "md":
+        sections = markdown_sections(text, filename=filename)
+    elif kind == "rst":
+        sections = build_sections(markdown_items(rst_to_markdown(text)), title=filename, path=[stem])
+    elif kind == "org":
+        markdown, title = org_to_markdown(text)
+        if title:
+            metadata["title"] = title
+        sections = build_sections(markdown_items(markdown), title=title or filename, path=[title or stem])
+    else:
+        sections = text_sections(text, filename=filename)
     if not sections:
         raise ParseError("The file contains no readable text.")
-    return ParsedDocument(detected_type=kind, sections=sections, metadata={"encoding": decoded.encoding})
+    return ParsedDocument(detected_type=kind, sections=sections, metadata=metadata)
