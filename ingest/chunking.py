@@ -83,7 +83,7 @@ def _pieces(blocks: list[Block]) -> list[ChildSpec]:
     """Blocks as child-sized pieces: long blocks split at sentence (or row) boundaries."""
     pieces = []
     for block in blocks:
-        text = block.text.strip()
+        text = block.text.replace("\x00", "").strip()  # PostgreSQL text cannot hold NUL
         if not text:
             continue
         tokens = count_tokens(text)
@@ -144,7 +144,7 @@ def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
         if (
             last is not None
             and last.tokens < CHILD_MIN_TOKENS
-            and last.kind == piece.kind
+            and _family(last.kind) == _family(piece.kind)
             and last.tokens + piece.tokens <= CHILD_MAX_TOKENS
             and (piece.kind != "cue" or last.speaker == piece.speaker or not piece.speaker)
         ):
@@ -157,6 +157,14 @@ def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
             continue
         packed.append(ChildSpec(**vars(piece)))
     return packed
+
+
+_PROSE = {"paragraph", "list", "header", "caption", "notes", "heading"}
+
+
+def _family(kind: str) -> str:
+    """Prose blocks pack together; tables, code and cues only with their own kind."""
+    return "prose" if kind in _PROSE else kind
 
 
 def _split_parent(children: list[ChildSpec]) -> list[list[ChildSpec]]:

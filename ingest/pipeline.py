@@ -140,7 +140,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 topic=(extracted.topic or parent.metadata.get("title", ""))[:300],
                 occurred_at=extracted.occurred_at,
                 extraction_mode=mode,
-                metadata={"parent_chunk_id": parent.pk},
+                metadata={"parent_chunk_id": parent.pk, **_warning(extracted)},
             )
             episode.source_chunks.set([parent, *children])
             facts = []
@@ -196,6 +196,12 @@ def run_inline(document_id: int) -> Document:
         if not run_stage(document_id, stage):
             break
     return Document.objects.get(pk=document_id)
+
+
+def _warning(extracted) -> dict:
+    """The reason an LLM extraction fell back to the deterministic one, kept beside the episode."""
+    warning = getattr(extracted, "warning", "")
+    return {"extraction_warning": str(warning)[:500]} if warning else {}
 
 
 def _json_safe(value):

@@ -15,6 +15,6 @@ app.autodiscover_tasks()
 def _ensure_broker_dirs(sender, **kwargs):
     # kombu's filesystem transport needs its folders to exist before the first publish.
     options = sender.conf.broker_transport_options or {}
-    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)

@@ -140,6 +140,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(_BROKER_DIR / "queue"),
         "data_folder_out": str(_BROKER_DIR / "queue"),
         "processed_folder": str(_BROKER_DIR / "processed"),
+        "control_folder": str(_BROKER_DIR / "control"),  # broadcast (inspect/ping); default is ./control
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")

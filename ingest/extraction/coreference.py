@@ -25,15 +25,29 @@ _ADVERBS = set(
     "only ever generally currently personally honestly".split()
 )
 _NOT_VERBS = set("and or but to too so as the a an not that this it if in on at of for with about all".split())
-_AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "were": "was", "have": "has", "'ve": "has",
-          "do": "does", "don't": "doesn't", "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't"}
+_AGREE = {
+    "am": "is",
+    "'m": "is",
+    "are": "is",
+    "'re": "is",
+    "were": "was",
+    "have": "has",
+    "'ve": "has",
+    "do": "does",
+    "don't": "doesn't",
+    "haven't": "hasn't",
+    "aren't": "isn't",
+    "weren't": "wasn't",
+}
 
 # Not inside hyphenated words: "me-time" stays.
 _FIRST_PERSON = re.compile(r"(?<![\w-])(?:I['’](?:m|ve|d|ll)|I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)(?![\w-])")
 _SECOND_PERSON = re.compile(
     r"\b(?:you['’](?:re|ve|d|ll)|you|your|yours|yourself)\b(?!\s+(?:guys|all|two|both|folks|people)\b)", re.I
 )
-_CLAUSE_START = re.compile(r"(?:^|[,;:]\s*|\b(?:and|but|that|if|when|because|so|as|since|while|where|though)\s+)$", re.I)
+_CLAUSE_START = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:and|but|that|if|when|because|so|as|since|while|where|though)\s+)$", re.I
+)
 _NEXT_WORD = re.compile(r"\s+([a-z']+)")
 
 _KIN = (
@@ -42,14 +56,16 @@ _KIN = (
     r"neighbou?r|teacher|mentor|roommate|kid|child|baby|fiancée?|therapist|coach|doctor|buddy|pal"
 )
 _NAMED = re.compile(
-    r"(?:\b(?:my|his|her|our|their|your|[A-Z][a-z]+['’]s)\s+(?:(?:best|old|new|little|big|older|younger|good|close|"
-    r"dear)\s+)?(?:" + _KIN + r")s?\s*,?\s+|\b(?:named|called|Mr\.?|Mrs\.?|Ms\.?|Dr\.?|Prof\.?|Aunt|Uncle)\s+)"
+    r"(?:\b(?:(?i:my|his|her|our|their|your)|[A-Z][a-z]+['’]s)\s+(?i:(?:best|old|new|little|big|older|younger|good|"
+    r"close|dear)\s+)?(?i:" + _KIN + r")s?\s*,?\s+|\b(?:named|called|Mr\.?|Mrs\.?|Ms\.?|Dr\.?|Prof\.?|Aunt|Uncle)\s+)"
     r"(?P<name>[A-Z][a-z]+(?:\s[A-Z][a-z]+)?)"
 )
 _ANONYMOUS = re.compile(r"\b(?:my|his|her|our|their|your|a|the|this|that)\s+(?:\w+\s+)?(?:" + _KIN + r")s?\b", re.I)
 _THIRD_PERSON = re.compile(r"\b(?:she|he|her|him|his)\b", re.I)
 
-_ZH_KIN = "朋友|妈妈|母亲|爸爸|父亲|姐姐|妹妹|哥哥|弟弟|女儿|儿子|老婆|老公|妻子|丈夫|同事|老板|老师|男朋友|女朋友|邻居|孩子"
+_ZH_KIN = (
+    "朋友|妈妈|母亲|爸爸|父亲|姐姐|妹妹|哥哥|弟弟|女儿|儿子|老婆|老公|妻子|丈夫|同事|老板|老师|男朋友|女朋友|邻居|孩子"
+)
 _ZH_THIRD = re.compile(r"(?<![其吉])[他她](?![们人])")
 
 
@@ -86,18 +102,21 @@ def resolve_first_person(text: str, speaker: str) -> str:
         return speaker + "\x00"  # the verb after it must now agree with a third-person subject
 
     text = _apply_agreement(_FIRST_PERSON.sub(replace, text))
-    return re.sub(r"(?<!自)我(?!们)", speaker, text)
+    return re.sub(r"(?<!自)我(?!们)", lambda _: speaker, text)  # a function: names are not templates
 
 
 def resolve_second_person(text: str, listener: str) -> str:
     """'you' → the other speaker of a two-person chat; 'thank you' and 'you guys' stay as they are."""
     if not listener or re.search(r"[\u4e00-\u9fff]", text):
-        return re.sub(r"(?<!迷)[你您](?!们)", listener, text) if listener else text
+        # Not 你们 (plural), 你好 (a greeting) or 迷你 ("mini").
+        return re.sub(r"(?<!迷)[你您](?![们好])", lambda _: listener, text) if listener else text
 
     def replace(match: re.Match) -> str:
         word = match.group(0).replace("’", "'").lower()
         before = text[: match.start()]
-        if re.search(r"\b(?:thank|see|love|miss|bless)\s+$", before, re.I) or re.match(r"\s+know\s*,", text[match.end() :]):
+        if re.search(r"\b(?:thank|see|love|miss|bless)\s+$", before, re.I) or re.match(
+            r"\s+know\s*,", text[match.end() :]
+        ):
             return match.group(0)
         name = listener[:1].upper() + listener[1:] if match.group(0)[:1].isupper() else listener
         if word in ("your", "yours"):
@@ -117,6 +136,7 @@ def resolve_second_person(text: str, listener: str) -> str:
 
 def _apply_agreement(text: str) -> str:
     """Make the verb after a marked subject agree: \\x00 any verb, \\x01 only be/have/do forms."""
+
     def agree(match: re.Match) -> str:
         marker, words = match.group(1), match.group(2).split()
         for i, word in enumerate(words):
@@ -164,7 +184,7 @@ def _looks_past(word: str) -> bool:
     return word.endswith("ed") or word in _IRREGULAR_PAST or word in ("been", "never", "already", "just")
 
 
-def mentions(text: str, *, exclude: set[str] = frozenset()) -> list[Mention]:
+def mentions(text: str, *, exclude: set[str] = frozenset(), chinese: bool = True) -> list[Mention]:
     """People a sentence mentions, in order: named ones ("my friend Anna") and unnamed ones ("my sister")."""
     found: list[tuple[int, Mention]] = []
     named_spans = []
@@ -176,7 +196,7 @@ def mentions(text: str, *, exclude: set[str] = frozenset()) -> list[Mention]:
     for match in _ANONYMOUS.finditer(text):
         if not any(start <= match.start() < end for start, end in named_spans):
             found.append((match.start(), Mention(match.group(0).lower())))
-    if re.search(r"[\u4e00-\u9fff]", text):
+    if chinese and re.search(r"[\u4e00-\u9fff]", text):
         found.extend(_zh_mentions(text, exclude))
     return [m for _, m in sorted(found, key=lambda pair: pair[0])]
 
@@ -202,6 +222,43 @@ def _posseg():
 def known_name_mentions(text: str, names: set[str]) -> list[Mention]:
     """Mentions of names already seen in the unit ("Anna came too"), which the cue patterns miss."""
     return [Mention(n.lower(), n) for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)]
+
+
+def has_third_person(text: str) -> bool:
+    return bool(_THIRD_PERSON.search(text) or _ZH_THIRD.search(text))
+
+
+class MentionHistory:
+    """The people the last few sentences of a conversation mention, for he/she look-back."""
+
+    # Mentions are worked out only for the window a pronoun actually looks at: the Chinese pass needs
+    # jieba's part-of-speech tagger (about a millisecond per sentence, and 1-2 s to load once).
+
+    def __init__(self, *, exclude: set[str], known: set[str], size: int):
+        self.exclude, self.known, self.size = exclude, set(known), size
+        self._said: list[list] = []  # [sentence, source id, mentions or None until needed]
+
+    def add(self, sentence: str, source_id: str) -> None:
+        # Names introduced with a cue ("my friend Anna") are remembered at once, so later bare
+        # mentions ("Anna came too") count as mentions of her.
+        self.known.update(m.name for m in mentions(sentence, exclude=self.exclude, chinese=False) if m.name)
+        self._said.append([sentence, source_id, None])
+
+    def window(self) -> list[Mention]:
+        out = []
+        for said in self._said[-self.size :]:
+            if said[2] is None:
+                found = mentions(said[0], exclude=self.exclude)
+                said[2] = found + known_name_mentions(said[0], self.known - {m.name for m in found})
+            out.extend(said[2])
+        return out
+
+    def source_of(self, name: str) -> list[str]:
+        """The source id of the most recent sentence in the window that names `name`."""
+        for said in reversed(self._said[-self.size :]):
+            if said[2] and any(m.name == name for m in said[2]):
+                return [said[1]]
+        return []
 
 
 def resolve_third_person(text: str, window: list[Mention]) -> tuple[str, str]:
@@ -233,8 +290,24 @@ def resolve_third_person(text: str, window: list[Mention]) -> tuple[str, str]:
 def _is_possessive_her(text: str, end: int) -> bool:
     """'her dog' is possessive, 'told her about' / 'saw her.' are objects."""
     following = _word_after(text, end)
-    return bool(following) and following not in _NOT_VERBS and following not in (
-        "about", "up", "out", "back", "again", "yesterday", "today", "tomorrow", "last", "from", "into", "by",
+    return (
+        bool(following)
+        and following not in _NOT_VERBS
+        and following
+        not in (
+            "about",
+            "up",
+            "out",
+            "back",
+            "again",
+            "yesterday",
+            "today",
+            "tomorrow",
+            "last",
+            "from",
+            "into",
+            "by",
+        )
     )
 
 

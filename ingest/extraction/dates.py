@@ -18,10 +18,37 @@ class ResolvedDate:
 
 
 _NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple of": 2, "a few": 3, "few": 3,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a couple of": 2,
+    "couple of": 2,
+    "a few": 3,
+    "few": 3,
 }
-_ZH_NUMBERS = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "几": 3}
+_ZH_NUMBERS = {
+    "一": 1,
+    "两": 2,
+    "二": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+    "十": 10,
+    "几": 3,
+}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
 _EN = re.compile(
@@ -57,7 +84,10 @@ def resolve_relative_dates(text: str, reference: date | datetime | None) -> tupl
             return match.group(0)
         if not first:
             first.append(resolved)
-        return f"{match.group(0)}（{resolved.label}）" if zh else f"{match.group(0)} ({resolved.label})"
+        if zh:
+            label = re.sub(r"^week of (.*)$", r"\1当周", re.sub(r"^weekend of (.*)$", r"\1周末", resolved.label))
+            return f"{match.group(0)}（{label}）"
+        return f"{match.group(0)} ({resolved.label})"
 
     text = _EN.sub(replace, text)
     if zh:

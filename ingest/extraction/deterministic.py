@@ -5,7 +5,9 @@ and relative dates resolved where that is safe; table rows become one fact each.
 is the unit's most central sentences in their original order.
 """
 
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, time
 
@@ -26,18 +28,22 @@ _LEADING_FILLER = re.compile(
     r"aw+|omg|gosh|man|dude|honestly|actually|anyway|anyways|btw|by the way|you know|i mean)\s*[,!.…]+\s*)+",
     re.I,
 )
-_ZH_FILLER = re.compile(r"^(?:嗯+|哈哈+|啊+|哦+|噢+|嘿+|哇+|好吧|其实|那个|对了)[，,！!。…~～]*")
+_ZH_FILLER = re.compile(
+    r"^(?:嗯+|哈哈+|啊+|哦+|噢+|嘿+|嗨+|哇+|好吧|好的|其实|那个|对了|你好|您好|哈喽)[啊呀]?[，,！!。…~～]*"
+)
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")
 _BOILERPLATE = re.compile(
     r"^(?:page\s*\d+(?:\s*(?:of|/)\s*\d+)?|-\s*\d+\s*-|\d+|第\s*\d+\s*页.*|copyright\b.*|©.*|all rights reserved\.?|"
     r"table of contents|contents|confidential|click here.*|privacy policy|terms of (?:use|service)|版权所有.*|目录)$",
     re.I,
 )
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl"})  # PDF text keeps them
 _TERMINAL = re.compile(r"[.!?。！？;；:：\"'”’)）]$")
 _QUESTION = re.compile(r"[?？][\"'”’)）]*$")
 _SIGN_OFF = re.compile(
     r"^(?:have (?:fun|a good)|take care|let me know|keep (?:it up|me posted|you posted)|stay safe|good luck|"
-    r"see (?:you|ya)|talk (?:soon|later)|catch you|bye|thanks for|thank you for)\b", re.I
+    r"see (?:you|ya)|talk (?:soon|later)|catch you|bye|thanks for|thank you for)\b",
+    re.I,
 )
 
 
@@ -65,7 +71,8 @@ class DeterministicExtractor:
     def extract(self, unit: ExtractionUnit) -> ExtractedEpisode:
         passages = [p for p in unit.passages if p.text and p.text.strip()]
         text = "\n".join(p.text for p in passages)
-        zh = unit.language == "zh" or (unit.language == "auto" and is_cjk_text(text))
+        language = (unit.language or "auto").lower()
+        zh = language.startswith("zh") or (language == "auto" and is_cjk_text(text))
         conversation = any(p.speaker for p in passages)
         participants = _participants(unit, passages)
         label = _topic_label(unit.topic_hint)
@@ -77,7 +84,7 @@ class DeterministicExtractor:
             candidates = self._document_candidates(unit, passages, label)
         for c in candidates:
             c.tokens = salience.terms(c.original, ignore=ignore)
-        kept = [c for c in candidates if _informative(c, conversation, zh, unit.topic_hint)]
+        kept = [c for c in candidates if _informative(c, conversation, unit.topic_hint)]
         if not kept:  # a one-line section still deserves a fact
             kept = [c for c in candidates if c.tokens and not _BOILERPLATE.match(c.original)][:3]
         kept = _deduplicated(kept)
@@ -91,10 +98,11 @@ class DeterministicExtractor:
         if conversation or not unit.topic_hint:
             top = sorted(kept, key=lambda c: c.score, reverse=True)[:KEYWORD_SENTENCES]
             originals = [c.original for c in sorted(top, key=lambda c: c.position)]
-            topic_words = salience.keywords([salience.content_words(t, ignore=ignore) for t in originals], originals,
-                                            ignore=ignore)
+            topic_words = salience.keywords(
+                [salience.content_words(t, ignore=ignore) for t in originals], originals, ignore=ignore
+            )
         if conversation:
-            topic = _conversation_topic(participants, topic_words, zh)
+            topic = unit.topic_hint or _conversation_topic(participants, topic_words, zh)
             summary = _conversation_summary(kept, participants, topic_words, passages, zh)
         else:
             topic = unit.topic_hint or ", ".join(topic_words)
@@ -103,8 +111,7 @@ class DeterministicExtractor:
             topic=topic,
             summary=summary,
             facts=[
-                ExtractedFact(c.text, c.source_ids, c.occurred_at, c.speaker if conversation else "")
-                for c in facts
+                ExtractedFact(c.text, c.source_ids, c.occurred_at, c.speaker if conversation else "") for c in facts
             ],
             source_ids=[p.source_id for p in passages],
             occurred_at=_episode_time(unit, passages),
@@ -119,15 +126,23 @@ class DeterministicExtractor:
             rows = table_rows(passage.text)
             if rows:
                 for row in rows:
-                    out.append(_Candidate(f"{label}: {row}" if label else row, row, [passage.source_id],
-                                          len(out), is_row=True))
+                    out.append(
+                        _Candidate(f"{label}: {row}" if label else row, row, [passage.source_id], len(out), is_row=True)
+                    )
                 continue
             for sentence in split_sentences(passage.text):
                 for clause in split_clauses(sentence):
                     cleaned = _clean(clause)
                     text, resolved = resolve_relative_dates(cleaned, reference)
-                    out.append(_Candidate(coreference.prefix_topic(text, label), cleaned, [passage.source_id],
-                                          len(out), occurred_at=_as_datetime(resolved, reference)))
+                    out.append(
+                        _Candidate(
+                            coreference.prefix_topic(text, label),
+                            cleaned,
+                            [passage.source_id],
+                            len(out),
+                            occurred_at=_as_datetime(resolved, reference),
+                        )
+                    )
         return out
 
     def _conversation_candidates(
@@ -137,30 +152,36 @@ class DeterministicExtractor:
         two_party = len(participants) == 2
         # In a two-person chat "she" is never one of the two speakers: they are "I" and "you".
         not_antecedents = set(participants) if two_party else set()
-        known_names = set(participants) - not_antecedents
-        history: list[tuple[list[coreference.Mention], str]] = []  # mentions per sentence, with source id
+        history = coreference.MentionHistory(
+            exclude=not_antecedents, known=set(participants) - not_antecedents, size=WINDOW
+        )
         for passage in passages:
             speaker = passage.speaker
             listener = next((p for p in participants if p != speaker), "") if two_party else ""
             reference = passage.timestamp or unit.reference_time
             for sentence in split_sentences(passage.text):
                 cleaned = _clean(sentence, participants)
-                found = coreference.mentions(cleaned, exclude=not_antecedents)
-                known_names.update(m.name for m in found if m.name)
-                found += coreference.known_name_mentions(cleaned, known_names - {m.name for m in found})
-                window = [m for mentioned, _ in history[-WINDOW:] for m in mentioned]
                 for clause in split_clauses(cleaned):
-                    text, antecedent = coreference.resolve_third_person(clause, window)
+                    text, antecedent = clause, ""
+                    if coreference.has_third_person(clause):
+                        text, antecedent = coreference.resolve_third_person(clause, history.window())
                     text = coreference.resolve_first_person(text, speaker)
                     text = coreference.resolve_second_person(text, listener)
                     text, resolved = resolve_relative_dates(text, reference)
                     sources = [passage.source_id]
                     if antecedent:
-                        sources = _antecedent_sources(history, antecedent) + sources
-                    out.append(_Candidate(_capitalised(text), clause, list(dict.fromkeys(sources)), len(out),
-                                          speaker=speaker,
-                                          occurred_at=_as_datetime(resolved, reference) or passage.timestamp))
-                history.append((found, passage.source_id))
+                        sources = history.source_of(antecedent) + sources
+                    out.append(
+                        _Candidate(
+                            _capitalised(text),
+                            clause,
+                            list(dict.fromkeys(sources)),
+                            len(out),
+                            speaker=speaker,
+                            occurred_at=_as_datetime(resolved, reference) or passage.timestamp,
+                        )
+                    )
+                history.add(cleaned, passage.source_id)
         return out
 
 
@@ -172,16 +193,18 @@ def _participants(unit: ExtractionUnit, passages: list[Passage]) -> list[str]:
 
 def _topic_label(topic_hint: str) -> str:
     """The last element of a section path: 'Guide › Install' → 'Install'."""
-    parts = [p.strip() for p in re.split(r"\s*(?:›|»|>|/)\s*", topic_hint) if p.strip()]
+    parts = [p.strip() for p in re.split(r"\s*[›»]\s*|\s+>\s+", topic_hint) if p.strip()]
     return parts[-1] if parts else ""
 
 
 def _clean(sentence: str, participants: list[str] = ()) -> str:
-    text = _EMOJI.sub("", sentence).replace("’", "'")
+    text = _EMOJI.sub("", sentence).replace("’", "'").translate(_LIGATURES)
     text = re.sub(r"\s+", " ", text).strip()
     text = re.sub(r"([!?！？])\1+", r"\1", text)
     stripped = _ZH_FILLER.sub("", _LEADING_FILLER.sub("", text))
     # A leading vocative, by full name or a nickname that starts it: "Hey Caroline, I went…", "Mel, I…".
+    for name in participants:  # "AI伴侣，今天…"
+        stripped = re.sub(rf"^{re.escape(name)}\s*[,，!！]\s*", "", stripped)
     vocative = re.match(r"^(?:(?i:hey|hi|hello|oh|wow|thanks|thank you|aw+)\s+)?([A-Z][a-z]+)\s*[,，!！]\s*", stripped)
     if vocative and any(name.startswith(vocative.group(1)) for name in participants):
         stripped = stripped[vocative.end() :]
@@ -198,7 +221,7 @@ def _capitalised(text: str) -> str:
     return text[:1].upper() + text[1:] if text[:1].islower() else text
 
 
-def _informative(c: _Candidate, conversation: bool, zh: bool, topic_hint: str) -> bool:
+def _informative(c: _Candidate, conversation: bool, topic_hint: str) -> bool:
     """Drop what is not a fact: questions, headings, page furniture, small talk."""
     original = c.original.strip()
     if c.is_row:
@@ -238,10 +261,23 @@ def _deduplicated(candidates: list[_Candidate]) -> list[_Candidate]:
 
 
 def _capped(candidates: list[_Candidate], limit: int) -> list[_Candidate]:
-    """The `limit` most informative candidates (distinct content words × centrality), in source order."""
+    """The `limit` most informative candidates, in source order.
+
+    Informative means many distinct words that the rest of the unit does not repeat (inverse
+    document frequency inside the unit), so forty near-identical log lines do not push out the one
+    sentence that says something else.
+    """
     if len(candidates) <= limit:
         return candidates
-    ranked = sorted(candidates, key=lambda c: len(set(c.tokens)) ** 0.5 * (0.5 + c.score), reverse=True)
+    df = Counter(t for c in candidates for t in set(c.tokens))
+    scale = math.log(len(candidates) + 1)
+
+    def information(c: _Candidate) -> float:
+        unique = set(c.tokens)
+        novelty = sum(math.log((len(candidates) + 1) / df[t]) for t in unique) / (len(unique) * scale) if unique else 0
+        return len(unique) ** 0.5 * (0.5 + novelty)
+
+    ranked = sorted(candidates, key=information, reverse=True)
     return sorted(ranked[:limit], key=lambda c: c.position)
 
 
@@ -279,9 +315,13 @@ def _conversation_summary(
 ) -> str:
     budget = SUMMARY_CHARS if zh else SUMMARY_WORDS
     when = next((p.timestamp for p in passages if p.timestamp), None)
-    who = ("和" if zh else " and ").join(participants[:3]) + ("" if len(participants) <= 3 else (" 等" if zh else " and others"))
+    who = ("和" if zh else " and ").join(participants[:3]) + (
+        "" if len(participants) <= 3 else (" 等" if zh else " and others")
+    )
     if zh:
-        intro = (f"{when.date().isoformat()}，" if when else "") + f"{who}聊了" + ("、".join(topic_words) or "近况") + "。"
+        intro = (
+            (f"{when.date().isoformat()}，" if when else "") + f"{who}聊了" + ("、".join(topic_words) or "近况") + "。"
+        )
     else:
         about = f" about {', '.join(topic_words)}" if topic_words else ""
         intro = (f"On {when.date().isoformat()}, " if when else "") + f"{who} talked{about}."
@@ -294,13 +334,6 @@ def _conversation_topic(participants: list[str], topic_words: list[str], zh: boo
     if not topic_words:
         return who
     return f"{who}：{'、'.join(topic_words)}" if zh else f"{who}: {', '.join(topic_words)}"
-
-
-def _antecedent_sources(history: list[tuple[list[coreference.Mention], str]], name: str) -> list[str]:
-    for mentioned, source_id in reversed(history[-WINDOW:]):
-        if any(m.name == name for m in mentioned):
-            return [source_id]
-    return []
 
 
 def _episode_time(unit: ExtractionUnit, passages: list[Passage]) -> datetime | None:

@@ -28,7 +28,7 @@ def check_reply(obj: dict) -> None:
             raise ValueError(f'facts[{i}] must be an object with a string "text"')
         sources = fact.get("sources", [])
         if not isinstance(sources, list) or not all(_as_number(s) is not None for s in sources):
-            raise ValueError(f'facts[{i}].sources must be a list of passage numbers')
+            raise ValueError(f"facts[{i}].sources must be a list of passage numbers")
         if fact.get("occurred_at") is not None and not isinstance(fact["occurred_at"], str):
             raise ValueError(f'facts[{i}].occurred_at must be "YYYY-MM-DD" or null')
 

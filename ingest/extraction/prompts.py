@@ -72,6 +72,7 @@ def extraction_messages(unit: ExtractionUnit, passages: list[Passage]) -> list[d
 
 
 def _language(unit: ExtractionUnit, passages: list[Passage]) -> str:
-    if unit.language in ("zh", "en"):
-        return unit.language
+    language = (unit.language or "auto").lower()
+    if language != "auto":
+        return "zh" if language.startswith("zh") else language
     return "zh" if is_cjk_text("".join(p.text for p in passages)) else "en"

@@ -32,7 +32,8 @@ CHAT_FILLER = frozenset(
     """good great nice cool awesome amazing wonderful fantastic incredible glad happy sorry thanks thank see hear
     sounds totally super pretty definitely sure congrats congratulations bye care talk later soon know mean
     guess think feel day time well way tell keep going hope love proud exciting excited agree true right exactly
-    absolutely look""".split()
+    absolutely look 你好 您好 谢谢 不客气 好的 当然 可以 觉得 一下 真的 特别 看到 知道 听起来 不错 充满 一定 有趣
+    喜欢 希望 开心 高兴""".split()
 )
 ZH_STOPWORDS = frozenset(
     """的 了 和 是 就 都 而 及 与 着 或 一个 没有 我们 你们 他们 她们 它们 我 你 他 她 它 这 那 这个 那个 这些 那些 之

@@ -14,11 +14,78 @@ _EN_END = re.compile(r"(?:[.!?]+|…)[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9
 
 # Tokens ending in "." that do not end a sentence before a capital ("Dr. Smith", "U.S. Army").
 _ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "gen", "col", "capt", "lt", "sgt",
-    "rev", "hon", "gov", "pres", "vs", "v", "e.g", "i.e", "cf", "al", "approx", "dept", "est", "fig",
-    "figs", "no", "nos", "vol", "vols", "pp", "p", "ch", "sec", "art", "inc", "ltd", "co", "corp", "jan",
-    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m",
-    "p.m", "ph.d", "b.a", "m.a", "b.sc", "m.sc", "op", "ed", "eds", "rep", "sen", "ave", "blvd", "rd",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "mt",
+    "ft",
+    "gen",
+    "col",
+    "capt",
+    "lt",
+    "sgt",
+    "rev",
+    "hon",
+    "gov",
+    "pres",
+    "vs",
+    "v",
+    "e.g",
+    "i.e",
+    "cf",
+    "al",
+    "approx",
+    "dept",
+    "est",
+    "fig",
+    "figs",
+    "no",
+    "nos",
+    "vol",
+    "vols",
+    "pp",
+    "p",
+    "ch",
+    "sec",
+    "art",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "u.s",
+    "u.k",
+    "a.m",
+    "p.m",
+    "ph.d",
+    "b.a",
+    "m.a",
+    "b.sc",
+    "m.sc",
+    "op",
+    "ed",
+    "eds",
+    "rep",
+    "sen",
+    "ave",
+    "blvd",
+    "rd",
 }
 
 _BULLET = re.compile(r"^\s*(?:[-*•·▪◦‣]|\d{1,3}[.)]|[a-zA-Z][.)]|\(\d{1,3}\))\s+")
@@ -53,12 +120,15 @@ def lines_of(text: str) -> list[str]:
             continue
         starts_item = bool(_BULLET.match(raw)) or "|" in line
         if previous_open and not starts_item:
-            joiner = "" if has_cjk(out[-1][-1:]) and has_cjk(line[:1]) else " "
-            out[-1] = out[-1] + joiner + line
+            if re.search(r"[a-z]-$", out[-1]) and line[:1].islower():
+                out[-1] = out[-1][:-1] + line  # a word hyphenated at the line end: "applica-" + "tions"
+            else:
+                joiner = "" if has_cjk(out[-1][-1:]) and has_cjk(line[:1]) else " "
+                out[-1] = out[-1] + joiner + line
         else:
             out.append(_BULLET.sub("", line, count=1) if _BULLET.match(raw) else line)
         # A line that is a table row, or a short line without terminal punctuation (a heading), stands alone.
-        previous_open = "|" not in line and (len(line) > 50 or line[-1:] in ",;:，、")
+        previous_open = "|" not in line and (len(line) > 50 or line[-1:] in ",;:，、-")
     return out
 
 
@@ -120,17 +190,47 @@ def split_clauses(sentence: str, *, max_words: int = 40, max_chars: int = 120) -
         pieces = [p for p in _CLAUSE_SEMICOLON.split(sentence) if p]
         pieces = [q for p in pieces for q in (_split_at_zh(p, max_chars) if len(p) > max_chars else [p])]
         return [p.rstrip("，,") for p in pieces if p.strip()]
+    # Clauses joined by a semicolon are separate statements at any length.
+    pieces = [p for p in _CLAUSE_SEMICOLON.split(sentence) if p]
+    if len(pieces) > 1 and all(_is_clause(p) for p in pieces) and all(_SUBJECT_START.match(p) for p in pieces[1:]):
+        return [_as_sentence(q) for p in pieces for q in split_clauses(p, max_words=max_words)]
     if len(sentence.split()) <= max_words:
         return [sentence]
-    pieces = [p for p in _CLAUSE_SEMICOLON.split(sentence) if p]
-    if len(pieces) > 1 and all(_is_clause(p) for p in pieces):
-        return [q for p in pieces for q in split_clauses(p, max_words=max_words)]
     # ", and she was ..." splits only when the right half has its own subject and both halves a verb.
     for match in _CLAUSE_CONJUNCTION.finditer(sentence):
         left, right = sentence[: match.start()], sentence[match.end() :]
         if _is_clause(left) and _is_clause(right) and _SUBJECT_START.match(right):
-            return [left, *split_clauses(right[0].upper() + right[1:], max_words=max_words)]
-    return [sentence]
+            return [*_run_on(_as_sentence(left), max_words), *split_clauses(_as_sentence(right), max_words=max_words)]
+    return _run_on(sentence, max_words)
+
+
+def _run_on(text: str, max_words: int) -> list[str]:
+    """Run-on text without sentence punctuation (OCR, raw transcripts) must not become one huge fact."""
+    if len(text.split()) <= max_words * 3 // 2:  # ~60 words: past that a reader loses the thread anyway
+        return [text]
+    pieces = _pack(_split_at(text, re.compile(r"[,;:]\s")), lambda t: len(t.split()), max_words)
+    return [w for piece in pieces for w in _hard_split(piece.split(), max_words, " ")]
+
+
+def _pack(parts: list[str], size, limit: int) -> list[str]:
+    """Consecutive parts joined into pieces of at most `limit` (a single larger part stays whole)."""
+    out, current = [], ""
+    for part in parts:
+        if current and size(current) + size(part) > limit:
+            out.append(current.strip())
+            current = ""
+        current += part
+    return [*out, current.strip()] if current.strip() else out
+
+
+def _hard_split(units: list[str], limit: int, joiner: str) -> list[str]:
+    return [joiner.join(units[i : i + limit]) for i in range(0, len(units), limit)]
+
+
+def _as_sentence(clause: str) -> str:
+    clause = clause.strip()
+    clause = clause[:1].upper() + clause[1:]
+    return clause if re.search(r"[.!?…\"'”’)]$", clause) else clause + "."
 
 
 def _is_clause(text: str) -> bool:
@@ -141,14 +241,10 @@ def _split_at_zh(text: str, max_chars: int) -> list[str]:
     pieces = [p for p in _ZH_CLAUSE.split(text) if p]
     if all(len(p) <= max_chars for p in pieces):
         return pieces
-    # Last resort for very long run-on sentences: pack comma clauses into pieces of at most max_chars.
-    out, current = [], ""
-    for clause in _split_at(text, re.compile(r"[，,]")):
-        if current and len(current) + len(clause) > max_chars:
-            out.append(current)
-            current = ""
-        current += clause
-    return [*out, current] if current else out
+    # Last resort for very long run-on sentences: pack comma clauses into pieces of at most max_chars,
+    # and cut a piece with no comma at all every max_chars characters.
+    pieces = _pack(_split_at(text, re.compile(r"[，,]")), len, max_chars)
+    return [q for p in pieces for q in (_hard_split(list(p), max_chars, "") if len(p) > 2 * max_chars else [p])]
 
 
 def table_rows(text: str) -> list[str]:

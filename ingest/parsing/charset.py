@@ -38,6 +38,9 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 _SNIFF_BYTES = 256 * 1024
 
 
+_CONTROLS = {code: None for code in range(32) if chr(code) not in "\t\n\f"}
+
+
 @dataclass
 class Decoded:
     text: str
@@ -133,7 +136,12 @@ def decode_bytes(data: bytes, declared: str | None = None) -> Decoded:
             data = data[len(bom) :]
             break
     text = data.decode(encoding, errors="replace")
-    return Decoded(text=text.replace("\r\n", "\n").replace("\r", "\n"), encoding=encoding)
+    return Decoded(text=strip_controls(text.replace("\r\n", "\n").replace("\r", "\n")), encoding=encoding)
+
+
+def strip_controls(text: str) -> str:
+    """Drop C0 control characters other than tab/newline/form feed (PostgreSQL text cannot hold NUL)."""
+    return text.translate(_CONTROLS)
 
 
 def is_probably_text(sample: bytes) -> bool:

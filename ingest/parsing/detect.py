@@ -3,12 +3,14 @@
 import json
 import re
 import zipfile
+import zlib
 from pathlib import Path
 
 import olefile
 
 from .base import ParseError
 from .charset import guess_encoding, is_probably_text
+from .tabular import sniff_delimiter
 
 SAMPLE_BYTES = 64 * 1024
 
@@ -70,6 +72,7 @@ _EMAIL_ANCHORS = {"from", "to", "received", "message-id", "mime-version"}
 _HEADER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]?")
 _MARKUP_PROLOGUE = re.compile(r"^(\s|<\?xml[^>]*\?>|<!--.*?-->|<!DOCTYPE[^>[]*(\[.*?\])?\s*>)*", re.I | re.S)
 _HTML_ROOT = re.compile(r"<(html|head|body|div|p|table|h[1-6]|title|meta|span|ul|section|article|br)[\s/>]", re.I)
+_SRT_START = re.compile(r"^\d+[ \t]*\r?\n\d{1,2}:\d{2}:\d{2},\d{3}[ \t]*-->")
 _JSON_START = re.compile(r'^\s*(\{\s*("|\})|\[\s*(\{|\[|"|-?\d|true|false|null|\]))')
 
 
@@ -145,7 +148,9 @@ def check_zip_limits(infos: list[zipfile.ZipInfo], archive_size: int) -> None:
     if total > MAX_UNCOMPRESSED_BYTES:
         raise ParseError(f"The archive expands to {total // 1024**2} MB; refusing to open it (possible zip bomb).")
     compressed = max(1, min(archive_size, sum(info.compress_size for info in infos) or archive_size))
-    suspicious = [i for i in infos if i.file_size > RATIO_CHECK_ABOVE_BYTES and i.file_size > MAX_RATIO * i.compress_size]
+    suspicious = [
+        i for i in infos if i.file_size > RATIO_CHECK_ABOVE_BYTES and i.file_size > MAX_RATIO * i.compress_size
+    ]
     if suspicious or (total > RATIO_CHECK_ABOVE_BYTES and total > MAX_RATIO * compressed):
         raise ParseError("The archive is compressed more than 100 times; refusing to open it (possible zip bomb).")
 
@@ -160,7 +165,7 @@ def _zip_type(path: Path) -> str:
             mimetype = _read_small(zf, "mimetype").strip() if "mimetype" in names else ""
     except ParseError:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError) as exc:
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, OSError, EOFError, ValueError, KeyError) as exc:
         raise ParseError(f"The file is a damaged or truncated ZIP/Office document: {exc}") from exc
     if content_types or any(n.startswith(("word/", "xl/", "ppt/")) for n in names):
         if "wordprocessingml" in content_types or "word/document.xml" in names:
@@ -169,7 +174,7 @@ def _zip_type(path: Path) -> str:
             return "xlsx"
         if "presentationml" in content_types or "ppt/presentation.xml" in names:
             return "pptx"
-    if mimetype == "application/epub+zip" or "META-INF/container.xml" in names and not mimetype:
+    if mimetype == "application/epub+zip" or ("META-INF/container.xml" in names and not mimetype):
         return "epub"
     if mimetype == "application/vnd.oasis.opendocument.text":
         return "odt"
@@ -188,8 +193,8 @@ def _text_type(head: bytes, path: Path, filename: str) -> str:
     text = head.decode(guess_encoding(head), errors="replace").lstrip("\ufeff")
     stripped = text.lstrip()
     hint = _TEXT_HINTS.get(extension(filename))
-    if stripped.startswith("WEBVTT"):
-        return "vtt"
+    if stripped.startswith("WEBVTT") or _SRT_START.match(stripped):
+        return "vtt"  # the WebVTT parser reads SubRip too
     if stripped.startswith("<"):
         return _markup_type(stripped, hint)
     if hint != "json" and _is_email(text):
@@ -204,18 +209,19 @@ def _text_type(head: bytes, path: Path, filename: str) -> str:
         return hint
     if hint is None:
         return _sniff_plain_text(text)
-    return "txt"
+    return _sniff_table(text) or "txt"
 
 
 def _markup_type(text: str, hint: str | None) -> str:
     body = text[_MARKUP_PROLOGUE.match(text).end() :]
     lowered = text[:2048].lower()
-    if "<!doctype html" in lowered or body[:5].lower() == "<html":
+    if "<!doctype html" in lowered or re.match(r"<(html|head|body)[\s>]", body[:6], re.I):
         return "html"
     if body[:4].lower() == "<svg":
         return "svg"
-    # README-style Markdown often opens with raw HTML (<p align="center">…) and stays Markdown.
-    if hint in ("md", "rst", "org", "txt"):
+    # README-style Markdown often opens with raw HTML (<p align="center">…) and stays Markdown; an XML
+    # declaration never starts one.
+    if hint in ("md", "rst", "org") and not text.startswith("<?xml"):
         return hint
     if _HTML_ROOT.match(body):
         return "html"
@@ -255,31 +261,34 @@ def _is_json(text: str, path: Path) -> bool:
 
 
 def _delimited(text: str, delimiter: str | None) -> bool:
-    from .tabular import sniff_delimiter
-
     return sniff_delimiter(text, preferred=delimiter) is not None
 
 
 def _sniff_plain_text(text: str) -> str:
     lines = text.splitlines()[:400]
-    md = sum(
-        (
-            any(re.match(r"#{1,6} \S", line) for line in lines),
-            any(line.startswith(("```", "~~~")) for line in lines),
-            any(re.match(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", line) for line in lines),
-            any(re.search(r"\[[^\]]+\]\([^)\s]+\)", line) for line in lines),
-        )
+    headings = sum(1 for line in lines if re.match(r"#{1,6} \S", line))
+    table_rule = any(re.match(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*$", line) for line in lines)
+    signals = (
+        headings > 0,
+        table_rule,
+        any(line.startswith(("```", "~~~")) for line in lines),
+        any(re.search(r"\[[^\]]+\]\([^)\s]+\)", line) for line in lines),
     )
-    if md >= 2:
+    if headings >= 2 or table_rule or sum(signals) >= 2:
         return "md"
     if any(re.match(r"\*+ \S", line) for line in lines) and any(line.lower().startswith("#+") for line in lines):
         return "org"
-    if any(line.startswith(".. ") for line in lines) and any(re.fullmatch(r"([=\-^~*#])\1{2,}", l) for l in lines):
+    if any(line.startswith(".. ") for line in lines) and any(re.fullmatch(r"([=\-^~*#])\1{2,}", ln) for ln in lines):
         return "rst"
-    if len(lines) >= 3:
-        from .tabular import sniff_delimiter
+    return _sniff_table(text) or "txt"
 
-        delimiter = sniff_delimiter(text)
-        if delimiter is not None:
-            return "tsv" if delimiter == "\t" else "csv"
-    return "txt"
+
+def _sniff_table(text: str) -> str | None:
+    """csv/tsv for text that is clearly a table: five or more lines of a consistent three-plus columns."""
+    lines = [line for line in text.splitlines()[:50] if line.strip()]
+    delimiter = sniff_delimiter(text) if len(lines) >= 5 else None
+    if delimiter is None or delimiter == "|":
+        return None
+    if delimiter != "\t" and max(len(line.split(delimiter)) for line in lines) < 3:
+        return None
+    return "tsv" if delimiter == "\t" else "csv"

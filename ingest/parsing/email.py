@@ -10,15 +10,23 @@ from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
+from oxmsg import Message
+from oxmsg.domain import constants
+
 from .base import Block, ParsedDocument, ParseError, Section, TransientParseError
-from .charset import bom_encoding, decode_bytes, looks_like_utf16
+from .charset import bom_encoding, decode_bytes, looks_like_utf16, strip_controls
 from .detect import OLE_MAGIC
+from .dispatch import parse_file
+from .html import html_blocks
 from .text import split_paragraphs
 
 logger = logging.getLogger(__name__)
 
 # Mail forwarded as an attachment of an attachment of an attachment is rare; deeper is a loop or an attack.
 MAX_ATTACHMENT_DEPTH = 3
+
+# PGP/MIME and S/MIME enveloped data: the body is ciphertext.
+_ENCRYPTED_TYPES = {"multipart/encrypted", "application/pkcs7-mime", "application/x-pkcs7-mime"}
 
 _FIELDS = (("from", "From"), ("to", "To"), ("cc", "Cc"), ("date", "Date"), ("subject", "Subject"))
 
@@ -53,12 +61,14 @@ def _part_text(part: EmailMessage) -> str:
 
 
 def _body_blocks(plain: str, html: str) -> list[Block]:
-    from .html import html_blocks
-
+    plain, html = strip_controls(plain.replace("\r\n", "\n")), strip_controls(html)
     if plain.strip():
         return [Block(text=p) for p in split_paragraphs(plain)]
     if html.strip():
-        return html_blocks(html)
+        try:
+            return html_blocks(html)
+        except ParseError:  # an HTML body of only comments or markup: the email still has its headers
+            return []
     return []
 
 
@@ -103,12 +113,17 @@ def _read_eml(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]]]:
             msg = email.message_from_bytes(data, policy=policy.default)
         if not msg.keys():
             raise ParseError("Could not read the email: it has no headers.")
+        if msg.get_content_type() in _ENCRYPTED_TYPES and msg.get_param("smime-type") != "signed-data":
+            raise ParseError("The email is encrypted and cannot be read.")
         fields = {key: _header(msg, key) for key, _ in _FIELDS}
         plain_part, html_part = msg.get_body(("plain",)), msg.get_body(("html",))
         plain = _part_text(plain_part) if plain_part is not None else ""
         html = _part_text(html_part) if html_part is not None else ""
         body_ids = {id(p) for p in (plain_part, html_part) if p is not None}
-        parts = list(_attachment_parts(msg, body_ids)) if msg.is_multipart() else []
+        if msg.is_multipart():
+            parts = list(_attachment_parts(msg, body_ids))
+        else:  # a message that is nothing but one attached file
+            parts = [msg] if msg.get_filename() and not body_ids else []
         attachments = [_attachment(part, n) for n, part in enumerate(parts, start=1)]
     except ParseError:
         raise
@@ -118,9 +133,6 @@ def _read_eml(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]]]:
 
 
 def _read_msg(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]], list[str]]:
-    from oxmsg import Message
-    from oxmsg.domain import constants
-
     try:
         msg = Message.load(str(path))
         headers = {k.lower(): v for k, v in msg.message_headers.items()}
@@ -144,18 +156,16 @@ def _read_msg(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]], l
                 warnings.append(f"Attachment {name}: embedded Outlook items are not extracted.")
             else:
                 attachments.append((name, att.file_bytes))
+        if not blocks and props.binary_prop_value(constants.PID_RTF_COMPRESSED):
+            warnings.append("The message body is stored only as compressed RTF, which is not extracted.")
     except ParseError:
         raise
     except Exception as exc:  # oxmsg/olefile raise many error types on damaged files
         raise ParseError(f"Could not read the Outlook message: {exc}") from exc
-    if not blocks and props.binary_prop_value(constants.PID_RTF_COMPRESSED):
-        warnings.append("The message body is stored only as compressed RTF, which is not extracted.")
     return fields, blocks, attachments, warnings
 
 
 def _parse_attachment(name: str, data: bytes, depth: int) -> ParsedDocument:
-    from .dispatch import parse_file
-
     safe = re.sub(r"[^\w.\- ]", "_", Path(name.replace("\\", "/")).name)[-100:].strip(". ") or "attachment"
     with tempfile.TemporaryDirectory(prefix="loci-attachment-") as tmp:
         target = Path(tmp) / safe
@@ -183,7 +193,9 @@ def parse(path: Path, *, filename: str, detected_type: str | None = None, depth:
     sections, parsed = [email_section], []
     for name, data in attachments:
         if depth >= MAX_ATTACHMENT_DEPTH:
-            warnings.append(f"Attachment {name}: not parsed, attachments are nested more than {depth} deep.")
+            warnings.append(
+                f"Attachment {name}: not parsed, attachments are nested more than {MAX_ATTACHMENT_DEPTH} deep."
+            )
             continue
         try:
             doc = _parse_attachment(name, data, depth)
@@ -203,4 +215,6 @@ def parse(path: Path, *, filename: str, detected_type: str | None = None, depth:
         warnings += [f"Attachment {name}: {w}" for w in doc.metadata.get("warnings", [])]
         parsed.append({"name": name, "detected_type": doc.detected_type, "sections": len(doc.sections)})
     metadata = {"title": subject, "email": fields, "attachments": parsed, "warnings": warnings}
-    return ParsedDocument(detected_type=detected_type or ("msg" if is_msg else "eml"), sections=sections, metadata=metadata)
+    return ParsedDocument(
+        detected_type=detected_type or ("msg" if is_msg else "eml"), sections=sections, metadata=metadata
+    )

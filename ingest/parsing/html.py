@@ -176,7 +176,7 @@ def _table_blocks(table) -> list[Block]:
     header = None
     if header_rows:
         merged = []
-        for column in zip(*grid[:header_rows]):
+        for column in zip(*grid[:header_rows], strict=True):
             labels: list[str] = []
             for label in column:
                 if label and label not in labels:

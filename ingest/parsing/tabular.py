@@ -28,18 +28,24 @@ def render_table(rows: list[list[str]], header: list[str] | None, *, keyed: bool
     """
     header_line = " | ".join(header) if header else ""
     if not rows:
-        return [Block(text=header_line, kind="table", metadata={"header": header, "row_start": 0, "row_end": 0})] if header else []
+        return (
+            [Block(text=header_line, kind="table", metadata={"header": header, "row_start": 0, "row_end": 0})]
+            if header
+            else []
+        )
     blocks: list[Block] = []
     lines: list[str] = []
     size = first = 0
 
     def close(last: int) -> None:
         text = "\n".join([header_line, *lines] if header_line else lines)
-        blocks.append(Block(text=text, kind="table", metadata={"header": header or [], "row_start": first + 1, "row_end": last}))
+        blocks.append(
+            Block(text=text, kind="table", metadata={"header": header or [], "row_start": first + 1, "row_end": last})
+        )
 
     for index, row in enumerate(rows):
         if keyed and header:
-            cells = [f"{name}: {value}" for name, value in zip(header, row) if value]
+            cells = [f"{name}: {value}" for name, value in zip(header, row, strict=False) if value]
             cells += [value for value in row[len(header) :] if value]
         else:
             cells = list(row)
@@ -101,7 +107,7 @@ def _split_header(rows: list[list[str]]) -> tuple[str, list[str] | None, list[li
         labels = [c for c in sub if c]
         if labels and not sub[0] and not any(_is_number(c) for c in labels):
             spanned, above = [], ""
-            for i, name in enumerate(header):
+            for name in header:
                 above = name or above
                 spanned.append(above)
             header = [
@@ -122,7 +128,9 @@ def parse(path: Path, *, filename: str, detected_type: str | None = None) -> Par
     delimiter = sniff_delimiter(text, preferred=preferred) or preferred or ","
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long text cells are legitimate in exports
     try:
-        rows = [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)]
+        rows = [
+            [cell.strip() for cell in row] for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        ]
     except csv.Error as exc:
         raise ParseError(f"Could not read the CSV file: {exc}") from exc
     rows = [row for row in rows if any(row)]

@@ -22,7 +22,7 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _TABLE_RULE = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*([|+]\s*:?-+:?\s*)*\|?\s*$")
 _LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])\s+\S")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])")
 
 
 @dataclass
@@ -41,7 +41,8 @@ def split_long_text(text: str, limit: int = PAGE_CHARS) -> list[str]:
     if len(text) <= limit:
         return [text]
     for pattern in ("\n", _SENTENCE_END, " "):
-        pieces = re.split(pattern, text) if isinstance(pattern, re.Pattern) else text.split(pattern)
+        # Sentence pieces keep their own spacing, so they rejoin with "".
+        pieces = [p for p in pattern.split(text) if p] if isinstance(pattern, re.Pattern) else text.split(pattern)
         if len(pieces) > 1:
             joiner = "" if isinstance(pattern, re.Pattern) else pattern
             break
@@ -145,8 +146,9 @@ def markdown_items(text: str) -> Iterator[Heading | Block]:
         if fence := _FENCE.match(line):
             yield from flush()
             marker, body = fence.group(1), []
+            closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
             i += 1
-            while i < n and not lines[i].strip().startswith(marker[0] * len(marker)):
+            while i < n and not closing.match(lines[i]):
                 body.append(lines[i])
                 i += 1
             code = textwrap.dedent("\n".join(body)).strip("\n")
@@ -284,7 +286,7 @@ def org_to_markdown(text: str) -> tuple[str, str]:
             in_block = True
         elif lowered.startswith("#+title:"):
             title = stripped[8:].strip()
-        elif lowered.startswith("#+") or (stripped.startswith("# ") and not out):
+        elif lowered.startswith("#+") or stripped == "#" or stripped.startswith("# "):
             continue  # keywords, block markers and comments
         elif re.fullmatch(r":[\w-]+:", stripped):  # :PROPERTIES: ... :END: drawers
             in_drawer = lowered != ":end:"

@@ -77,16 +77,20 @@ def read_cues(text: str) -> list[Cue]:
 
 def _block(cue: Cue) -> Block:
     metadata = {"cue_id": cue.identifier} if cue.identifier else {}
-    return Block(text=cue.text, kind="cue", start_time=cue.start, end_time=cue.end, speaker=cue.speaker, metadata=metadata)
+    return Block(
+        text=cue.text, kind="cue", start_time=cue.start, end_time=cue.end, speaker=cue.speaker, metadata=metadata
+    )
 
 
 def _is_chapters(cues: list[Cue], filename: str) -> bool:
     if "chapter" in filename.lower():
         return True
     # Chapter tracks: a short single-line title per cue, each covering a long stretch of the video.
-    return all("\n" not in c.text and len(c.text) <= 80 for c in cues) and statistics.median(
-        c.end - c.start for c in cues
-    ) >= 20 and len(cues) < 200
+    return (
+        all("\n" not in c.text and len(c.text) <= 80 for c in cues)
+        and statistics.median(c.end - c.start for c in cues) >= 20
+        and len(cues) < 200
+    )
 
 
 def parse(path: Path, *, filename: str) -> ParsedDocument:
@@ -120,7 +124,9 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
             start, end = index * WINDOW_SECONDS, (index + 1) * WINDOW_SECONDS
             title = f"{clock(start)}–{clock(end)}"
             blocks = [_block(cue) for cue in window]
-            sections.append(Section(title=title, section_path=[stem, title], blocks=blocks, start_time=start, end_time=end))
+            sections.append(
+                Section(title=title, section_path=[stem, title], blocks=blocks, start_time=start, end_time=end)
+            )
         kind = "captions"
     speakers = sorted({cue.speaker for cue in cues if cue.speaker})
     metadata = {"kind": kind, "cues": len(cues), "duration": max(c.end for c in cues), "speakers": speakers}
