@@ -14,6 +14,7 @@ from .base import Block, ParsedDocument, ParseError, Section, TransientParseErro
 # Rows per table block: big enough to keep a small table whole, small enough for one child chunk.
 TABLE_ROWS_PER_BLOCK = 20
 
+_LIST_STYLE = re.compile(r"^List(?: Bullet| Number| Continue| Paragraph)?(?: (\d))?$")
 _HEADING_STYLE = re.compile(r"^(?:heading|标题)\s*(\d)$", re.IGNORECASE)
 _P, _TBL, _SDT = qn("w:p"), qn("w:tbl"), qn("w:sdt")
 
@@ -37,6 +38,8 @@ def parse_doc(path: Path, *, filename: str) -> ParsedDocument:
     """Parse a legacy .doc by converting it to .docx with LibreOffice (OOXML misnamed .doc is read directly)."""
     if office.is_ooxml(path):
         return parse(path, filename=filename)
+    if not office.is_ole(path):
+        raise ParseError("The file is not a legacy .doc Word document.")
     office.reject_encrypted(path, "Word document")
     with office.converted(path, "docx", filename=filename) as converted:
         parsed = parse(converted, filename=filename)
@@ -105,7 +108,10 @@ def _parse_document(document, filename: str) -> ParsedDocument:
     if props.author:
         metadata["author"] = props.author
     metadata.update(_headers_and_footers(document))
-    return ParsedDocument(detected_type="docx", sections=[s for s in sections if s.blocks], metadata=metadata)
+    sections = [section for section in sections if section.blocks]
+    if not sections:
+        raise ParseError("The Word document contains no text.")
+    return ParsedDocument(detected_type="docx", sections=sections, metadata=metadata)
 
 
 def _body_elements(container):
@@ -144,10 +150,10 @@ def _list_level(paragraph: Paragraph) -> int | None:
         ilvl = num_pr.find(qn("w:ilvl"))
         value = ilvl.get(qn("w:val"), "0") if ilvl is not None else "0"
         return int(value) if value.isdigit() else 0
+    # Numbering set by the style ("List Bullet 2") nests by the style's number, not by ilvl.
     style = paragraph.style
-    if style is not None and (style.name or "").startswith("List"):
-        return 0
-    return None
+    match = _LIST_STYLE.match(style.name or "") if style is not None else None
+    return int(match.group(1) or 1) - 1 if match else None
 
 
 def _table_rows(table: Table) -> list[list[str]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
 from .base import Block, ParsedDocument, ParseError, Section, TransientParseError
-from .ocr import ocr_image
+from .ocr import OcrPage, ocr_image
 
 # Formats whose extra frames are pages; for GIF and WebP they are animation frames, OCR'd once.
 _PAGED_FORMATS = {"TIFF", "MPO"}
@@ -29,7 +29,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
     return ocr_document(pages, filename=filename, detected_type="image", metadata={"format": image_format.lower()})
 
 
-def ocr_document(pages: list, *, filename: str, detected_type: str, metadata: dict) -> ParsedDocument:
+def ocr_document(pages: list[OcrPage], *, filename: str, detected_type: str, metadata: dict) -> ParsedDocument:
     """A document from OCR results, one section per page; ParseError when no page had any text."""
     warnings = [f"No text could be recognised on page {n}." for n, page in enumerate(pages, 1) if not page.paragraphs]
     if len(warnings) == len(pages):

@@ -34,7 +34,7 @@ def ocr_image(image: bytes, *, dpi: int | None = None, timeout: float = OCR_TIME
     except FileNotFoundError as exc:
         raise ParseError("OCR is not available on this server (tesseract is not installed).") from exc
     except subprocess.TimeoutExpired as exc:
-        raise TransientParseError(f"OCR timed out after {timeout:.0f} s.") from exc
+        raise TransientParseError(f"OCR timed out after {timeout:g} s.") from exc
     if proc.returncode != 0:
         reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown error"]
         raise ParseError(f"OCR failed: {reason[0][:200]}")
@@ -71,12 +71,12 @@ def parse_tsv(tsv: str) -> OcrPage:
 
 
 def join_words(words) -> str:
-    """Join tokens with spaces, except between two CJK characters (tesseract splits Chinese per glyph)."""
+    """Join tokens with spaces, except between two Chinese/Japanese characters (tesseract splits those per glyph)."""
     out = ""
     for word in words:
         if not word:
             continue
-        if out and not (_is_cjk(out[-1]) and _is_cjk(word[0])):
+        if out and not (_is_cjk(out[-1]) and _is_cjk(word[0])) and not _is_wide_punctuation(word[0] + out[-1]):
             out += " "
         out += word
     return out
@@ -97,5 +97,16 @@ def join_lines(lines) -> str:
 
 
 def _is_cjk(char: str) -> bool:
-    # Wide/fullwidth characters are CJK ideographs, kana, hangul and their punctuation (。，、).
-    return unicodedata.east_asian_width(char) in ("W", "F")
+    # Wide/fullwidth characters are ideographs, kana and their punctuation (。，、); Korean is wide too
+    # but separates words with spaces.
+    return unicodedata.east_asian_width(char) in ("W", "F") and not _is_hangul(char)
+
+
+def _is_wide_punctuation(chars: str) -> bool:
+    # 。，、）「 carry their own spacing: "platform。" not "platform 。".
+    return any(unicodedata.category(c)[0] == "P" and unicodedata.east_asian_width(c) in ("W", "F") for c in chars)
+
+
+def _is_hangul(char: str) -> bool:
+    code = ord(char)
+    return 0xAC00 <= code <= 0xD7A3 or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F

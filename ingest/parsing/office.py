@@ -60,7 +60,7 @@ def _run(cmd: list[str], timeout: float) -> str:
     except subprocess.TimeoutExpired as exc:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise TransientParseError(f"LibreOffice did not finish the conversion within {timeout:.0f} s.") from exc
+        raise TransientParseError(f"LibreOffice did not finish the conversion within {timeout:g} s.") from exc
     return stdout.decode("utf-8", "replace")
 
 
@@ -83,8 +83,19 @@ def reject_encrypted(path: Path, kind: str) -> None:
         raise ParseError(f"The {kind} is password-protected.")
 
 
+def is_ole(path: Path) -> bool:
+    """True for an OLE compound file, the container of legacy .doc/.ppt/.xls."""
+    try:
+        return olefile.isOleFile(str(path))
+    except OSError:
+        return False
+
+
 def is_ooxml(path: Path) -> bool:
     """True when a .doc/.ppt/.xls is really a zip package (misnamed .docx/.pptx/.xlsx)."""
     # Not zipfile.is_zipfile: it finds the zipped theme that Word embeds inside OLE .doc files.
-    with open(path, "rb") as file:
-        return file.read(4) == b"PK\x03\x04"
+    try:
+        with open(path, "rb") as file:
+            return file.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False

@@ -3,8 +3,8 @@
 import re
 import unicodedata
 from collections import Counter
-from itertools import groupby
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 
 import pymupdf
@@ -23,21 +23,24 @@ HEADING_MAX_CHARS = 150
 BOLD_HEADING_MAX_CHARS = 80
 # When more lines than this look like headings, font sizes are not structure (slides, posters, forms).
 HEADING_MAX_LINE_SHARE = 0.3
-# find_tables costs 40-150 ms a page, 10x the text extraction, and its default "lines" strategy only finds
-# ruled tables: pages with fewer horizontal/vertical rules than this skip it.
+# find_tables costs 40-250 ms a page, 10-50x the text extraction, and its default "lines" strategy only
+# finds ruled tables: pages with fewer horizontal/vertical rules (or cell boxes) than this skip it.
 TABLE_MIN_RULES = (3, 2)
+TABLE_MIN_CELL_BOXES = 4  # some generators draw every cell as its own rectangle
 # Running heads and page numbers are a page's first or last block, in its outer quarter, and repeat
 # on many pages (LaTeX puts them 15% down the page, so a narrow margin band misses them).
 MARGIN_SHARE = 0.25
 RUNNING_HEAD_MIN_PAGE_SHARE = 0.4
 
 _TEXT_FLAGS = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP  # expands ligatures, skips images
-_BULLETS = "•●▪◦‣○■□➢►–-*"
-_SENTENCE_END = ".,;"
+_BOLD_FONT = re.compile("Bold|Black|Heavy|Semibold|bold")  # fonts that do not set the bold flag
+_BULLET_GLYPHS = "•●▪◦‣○■□➢►"
+_BULLET_MARKS = "-–*"  # bullets only when a space follows: "-5%" and "-based" are not list items
+_SENTENCE_END = ".,;:"
 # Ligature glyphs some fonts map to U+FB00-FB06, control characters and U+FFFD from unmapped glyphs.
 _CLEAN = {
     **{code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)},
-    **{code: None for code in range(0x20) if chr(code) != "\t"},
+    **{code: " " if chr(code) in "\t\n\r" else None for code in range(0x20)},
     0xFFFD: None,
 }
 
@@ -67,7 +70,6 @@ class _Item:
 class _Heading:
     level: int
     text: str
-    page: int
     size: float | None = None  # font-size headings: ranked into levels once all sizes are known
 
 
@@ -106,28 +108,34 @@ def _parse(document: pymupdf.Document, filename: str) -> ParsedDocument:
     items: list[_Item] = []
     ocr_pages: list[int] = []
     table_count = 0
-    for page in document:
-        number = page.number + 1
-        page_items, scanned = _page_text(page, number)
-        if scanned:
-            ocr_pages.append(number)
-            page_items = _ocr_page(page, number)
-            if not page_items:
-                warnings.append(f"No text could be recognised on scanned page {number}.")
-        else:
-            tables = _page_tables(page, number, page_items)
-            table_count += tables
+    for index in range(document.page_count):
+        number = index + 1
+        try:
+            page = document[index]
+            page_items, scanned = _page_text(page, number)
+            if scanned:
+                ocr_pages.append(number)
+                page_items = _ocr_page(page, number)
+                if not page_items:
+                    warnings.append(f"No text could be recognised on scanned page {number}.")
+            else:
+                table_count += _page_tables(page, number, page_items)
+        except RuntimeError as exc:  # MuPDF's errors; one broken page should not lose the others
+            warnings.append(f"Page {number} could not be read: {_short(exc)}")
+            continue
         items.extend(page_items)
     items = _drop_running_heads(items, document.page_count - len(ocr_pages))
 
     headings_from, headings = _headings(document, items)
-    sections = _sections(items, headings, document.metadata.get("title", "").strip() or Path(filename).stem)
+    title = ((document.metadata or {}).get("title") or "").strip() or Path(filename).stem
+    sections = _sections(items, headings, title)
     if not sections:
         if document.is_repaired:
             raise ParseError("The PDF is damaged or truncated: no text could be recovered.")
         raise ParseError("No text could be found in the PDF.")
 
-    metadata: dict = {key: value.strip() for key, value in document.metadata.items() if key in ("title", "author") and value and value.strip()}
+    info = document.metadata or {}
+    metadata: dict = {key: info[key].strip() for key in ("title", "author") if (info.get(key) or "").strip()}
     metadata.update(headings_from=headings_from, ocr_pages=ocr_pages, tables=table_count, warnings=warnings)
     detected = "pdf-ocr" if len(ocr_pages) * 2 > document.page_count else "pdf"
     return ParsedDocument(detected_type=detected, sections=sections, page_count=document.page_count, metadata=metadata)
@@ -146,9 +154,9 @@ def _page_text(page: pymupdf.Page, number: int) -> tuple[list[_Item], bool]:
             text = "".join(s["text"] for s in raw_line["spans"]).translate(_CLEAN).strip()
             if not text:
                 continue
-            printable += sum(1 for c in text if not c.isspace() and c != "\ufffd")
+            printable += len("".join(text.split()))
             main = max(spans, key=lambda s: len(s["text"].strip()))
-            bold = all(s["flags"] & pymupdf.TEXT_FONT_BOLD or _bold_font(s["font"]) for s in spans)
+            bold = all(s["flags"] & pymupdf.TEXT_FONT_BOLD or _BOLD_FONT.search(s["font"]) for s in spans)
             upright = abs(raw_line["dir"][1]) < 0.01
             lines.append(_Line(text=text, size=round(main["size"] * 2) / 2, bold=bold, upright=upright))
         if lines:
@@ -161,10 +169,6 @@ def _page_text(page: pymupdf.Page, number: int) -> tuple[list[_Item], bool]:
             bottom.margin = "bottom"
     scanned = printable < SCANNED_PAGE_MAX_CHARS and bool(page.get_images())
     return items, scanned
-
-
-def _bold_font(name: str) -> bool:
-    return any(mark in name for mark in ("Bold", "Black", "Heavy", "Semibold", "bold"))
 
 
 def _ocr_page(page: pymupdf.Page, number: int) -> list[_Item]:
@@ -180,22 +184,27 @@ def _page_tables(page: pymupdf.Page, number: int, items: list[_Item]) -> int:
         return 0
     found = 0
     for table in page.find_tables().tables:
-        rows = [[cell or "" for cell in row] for row in table.extract()]
+        rows = [[(cell or "").translate(_CLEAN) for cell in row] for row in table.extract()]
         if not _is_data_table(rows):
             continue
-        x0, y0, x1, y1 = table.bbox
-        inside = [i for i, item in enumerate(items) if _center_in(item.bbox, (x0 - 1, y0 - 1, x1 + 1, y1 + 1))]
+        # Text blocks centred inside the table are its cells, already in the rows.
+        area = pymupdf.Rect(table.bbox) + (-1, -1, 1, 1)
+        inside = [i for i, item in enumerate(items) if area.contains(_middle(item.bbox))]
         position = inside[0] if inside else len(items)
         for i in reversed(inside):
             del items[i]
         blocks = table_blocks(rows, page=number)
-        items[position:position] = [_Item(page=number, block=block, bbox=(x0, y0, x1, y1)) for block in blocks]
+        items[position:position] = [_Item(page=number, block=block, bbox=tuple(table.bbox)) for block in blocks]
         found += 1
     return found
 
 
+def _middle(bbox: tuple) -> pymupdf.Point:
+    return pymupdf.Point((bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2)
+
+
 def _has_rules(page: pymupdf.Page) -> bool:
-    horizontal = vertical = 0
+    horizontal = vertical = boxes = 0
     for drawing in page.get_drawings():
         for item in drawing["items"]:
             if item[0] == "l":
@@ -204,10 +213,14 @@ def _has_rules(page: pymupdf.Page) -> bool:
                 vertical += abs(start.x - end.x) < 1
             elif item[0] == "re":
                 rect = item[1]
-                thin_h, thin_v = rect.height < 3 and rect.width > 5, rect.width < 3 and rect.height > 5
-                horizontal += 1 if thin_h else 0 if thin_v else 2
-                vertical += 1 if thin_v else 0 if thin_h else 2
-    return horizontal >= TABLE_MIN_RULES[0] and vertical >= TABLE_MIN_RULES[1]
+                # Thin filled rectangles are rules; larger ones are frames (code boxes, notes) or cells.
+                if rect.height < 3 and rect.width > 5:
+                    horizontal += 1
+                elif rect.width < 3 and rect.height > 5:
+                    vertical += 1
+                elif rect.width > 5 and rect.height > 5:
+                    boxes += 1
+    return (horizontal >= TABLE_MIN_RULES[0] and vertical >= TABLE_MIN_RULES[1]) or boxes >= TABLE_MIN_CELL_BOXES
 
 
 def _is_data_table(rows: list[list[str]]) -> bool:
@@ -218,11 +231,6 @@ def _is_data_table(rows: list[list[str]]) -> bool:
         return False
     lengths = sorted(len(cell) for cell in filled)
     return lengths[len(lengths) // 2] <= 100
-
-
-def _center_in(bbox, area) -> bool:
-    x, y = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
-    return area[0] <= x <= area[2] and area[1] <= y <= area[3]
 
 
 def _drop_running_heads(items: list[_Item], text_pages: int) -> list[_Item]:
@@ -246,10 +254,8 @@ def _headings(document: pymupdf.Document, items: list[_Item]) -> tuple[str | Non
     split = _outline_headings(document.get_toc(simple=True), items)
     if sum(isinstance(part, _Heading) for parts in split.values() for part in parts) >= 2:
         return "outline", split
-    split = _font_headings(items)
-    if any(isinstance(part, _Heading) for parts in split.values() for part in parts):
-        return "fonts", split
-    return None, {}
+    split = _font_headings(items)  # holds only items with a heading
+    return ("fonts", split) if split else (None, {})
 
 
 def _outline_headings(toc: list, items: list[_Item]) -> dict[int, list]:
@@ -270,7 +276,7 @@ def _outline_headings(toc: list, items: list[_Item]) -> dict[int, list]:
                 match = next((c for c in candidates if c[1] < 1 or abs(c[1] - item.page) <= 1), None)
                 if match:
                     candidates.remove(match)
-                    parts.append(_Heading(match[0], join_lines(line.text for line in item.lines[i:j]), item.page))
+                    parts.append(_Heading(match[0], join_lines(line.text for line in item.lines[i:j])))
                     i, found = j, True
                     break
             else:
@@ -292,21 +298,26 @@ def _font_headings(items: list[_Item]) -> dict[int, list]:
     split: dict[int, list] = {}
     headings: list[_Heading] = []
     heading_lines = total_lines = 0
+
+    def run_key(line: _Line) -> tuple:
+        # Within big text, bold changes (a monospace word in a title) do not split the heading.
+        return line.size, line.upright, line.bold and line.size < body * HEADING_SIZE_RATIO
+
     for index, item in enumerate(items):
         total_lines += len(item.lines)
         parts: list = []
-        # Within big text, bold changes (a monospace word in a title) do not split the heading.
-        key = lambda line: (line.size, line.upright, line.bold and line.size < body * HEADING_SIZE_RATIO)  # noqa: E731
-        for _, group in groupby(item.lines, key=key):
+        found = False
+        for _, group in groupby(item.lines, key=run_key):
             run = list(group)
-            heading = _heading_candidate(run, body, item.page)
+            heading = _heading_candidate(run, body)
             if heading:
                 parts.append(heading)
                 headings.append(heading)
                 heading_lines += len(run)
+                found = True
             else:
                 parts.extend(run)
-        if len(parts) < len(item.lines) or any(isinstance(part, _Heading) for part in parts):
+        if found:
             split[index] = parts
     if heading_lines > total_lines * HEADING_MAX_LINE_SHARE:
         return {}
@@ -317,7 +328,7 @@ def _font_headings(items: list[_Item]) -> dict[int, list]:
     return split
 
 
-def _heading_candidate(run: list[_Line], body: float, page: int) -> _Heading | None:
+def _heading_candidate(run: list[_Line], body: float) -> _Heading | None:
     bigger = run[0].size >= body * HEADING_SIZE_RATIO
     if not run[0].upright:
         return None
@@ -329,57 +340,50 @@ def _heading_candidate(run: list[_Line], body: float, page: int) -> _Heading | N
         return None
     if text[-1] in _SENTENCE_END or not any(c.isalpha() for c in text):
         return None
-    return _Heading(level=0, text=text, page=page, size=run[0].size if bigger else None)
+    return _Heading(level=0, text=text, size=run[0].size if bigger else None)
 
 
 def _sections(items: list[_Item], split: dict[int, list], title: str) -> list[Section]:
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
     current: Section | None = None
+
+    def start(section: Section) -> Section:
+        sections.append(section)
+        return section
+
     for index, item in enumerate(items):
         if not split and (current is None or current.page != item.page):
             # No heading structure at all: a section per page keeps parent chunks page-sized.
-            current = Section(title=f"Page {item.page}", section_path=[], page=item.page)
-            sections.append(current)
-        if item.block is not None:
-            parts = [item.block]
-        else:
-            parts = split.get(index) or item.lines
-        body: list[_Line] = []
-        for part in [*parts, None]:
-            if isinstance(part, _Line):
-                body.append(part)
-                continue
-            if body:
-                current = current or _new(sections, Section(title=title, section_path=[], page=item.page))
-                current.blocks.append(_text_block(body, item.page))
-                body = []
-            if isinstance(part, _Heading):
-                while stack and stack[-1][0] >= part.level:
-                    stack.pop()
-                stack.append((part.level, part.text))
-                current = _new(sections, Section(part.text, [t for _, t in stack], page=item.page))
-            elif isinstance(part, Block):
-                current = current or _new(sections, Section(title=title, section_path=[], page=item.page))
-                current.blocks.append(part)
+            current = start(Section(title=f"Page {item.page}", section_path=[], page=item.page))
+        parts = [item.block] if item.block is not None else split.get(index) or item.lines
+        for is_text, group in groupby(parts, key=lambda part: isinstance(part, _Line)):
+            for part in [_text_block(list(group), item.page)] if is_text else group:
+                if isinstance(part, _Heading):
+                    while stack and stack[-1][0] >= part.level:
+                        stack.pop()
+                    stack.append((part.level, part.text))
+                    current = start(Section(part.text, [text for _, text in stack], page=item.page))
+                else:
+                    current = current or start(Section(title=title, section_path=[], page=item.page))
+                    current.blocks.append(part)
     return [section for section in sections if section.blocks]
-
-
-def _new(sections: list[Section], section: Section) -> Section:
-    sections.append(section)
-    return section
 
 
 def _text_block(lines: list[_Line], page: int) -> Block:
     # A bullet glyph starts a new list item; other line breaks are soft wraps.
     items: list[list[str]] = []
     for line in lines:
-        if not items or line.text[0] in _BULLETS:
+        if not items or _is_bullet(line.text):
             items.append([])
         items[-1].append(line.text)
     text = "\n".join(join_lines(item) for item in items)
-    is_list = lines[0].text[0] in _BULLETS and len(lines[0].text) > 1
-    return Block(text, kind="list" if is_list else "paragraph", page=page)
+    return Block(text, kind="list" if _is_bullet(lines[0].text) else "paragraph", page=page)
+
+
+def _is_bullet(text: str) -> bool:
+    # Some PDFs put the bullet glyph on a line of its own, before the item's text.
+    return text[0] in _BULLET_GLYPHS or (len(text) > 1 and text[0] in _BULLET_MARKS and text[1] == " ")
 
 
 def _key(text: str) -> str:

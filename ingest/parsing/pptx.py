@@ -22,6 +22,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
         raise ParseError("The presentation is damaged or not a .pptx file.") from exc
     try:
         sections = [_slide_section(slide, number) for number, slide in enumerate(presentation.slides, start=1)]
+        title = presentation.core_properties.title or Path(filename).stem
     except (ParseError, TransientParseError):
         raise
     except Exception as exc:
@@ -30,14 +31,15 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
     sections = [section for section in sections if section.blocks]
     if not sections:
         raise ParseError("The presentation contains no text.")
-    metadata = {"title": presentation.core_properties.title or Path(filename).stem}
-    return ParsedDocument(detected_type="pptx", sections=sections, page_count=slide_count, metadata=metadata)
+    return ParsedDocument(detected_type="pptx", sections=sections, page_count=slide_count, metadata={"title": title})
 
 
 def parse_ppt(path: Path, *, filename: str) -> ParsedDocument:
     """Parse a legacy .ppt by converting it to .pptx with LibreOffice (OOXML misnamed .ppt is read directly)."""
     if office.is_ooxml(path):
         return parse(path, filename=filename)
+    if not office.is_ole(path):
+        raise ParseError("The file is not a legacy .ppt presentation.")
     office.reject_encrypted(path, "presentation")
     with office.converted(path, "pptx", filename=filename) as converted:
         parsed = parse(converted, filename=filename)

@@ -49,7 +49,9 @@ def parse_xls(path: Path, *, filename: str) -> ParsedDocument:
     except xlrd.XLRDError as exc:
         if "encrypted" in str(exc).lower():
             raise ParseError("The spreadsheet is password-protected.") from exc
-        return _parse_xls_with_libreoffice(path, filename)
+        if office.is_ole(path):  # a workbook variant xlrd does not know; LibreOffice reads more of them
+            return _parse_xls_with_libreoffice(path, filename)
+        raise ParseError("The spreadsheet is damaged or not an .xls file.") from exc
     except Exception as exc:
         raise ParseError("The spreadsheet is damaged or not an .xls file.") from exc
     try:
@@ -92,36 +94,36 @@ def _sheet_section(name: str, rows: Iterable[Iterable]) -> Section:
     widest = max(_filled(cells) for _, cells in head)
     if widest < 2:
         # A single column of notes has no header to repeat: plain lines.
-        return _lines_section(section, chain(head, numbered))
+        lines = ((number, " ".join(cell for cell in cells if cell)) for number, cells in chain(head, numbered))
+        section.blocks.extend(_row_blocks(lines, header=""))
+        return section
     at = next(i for i, (_, cells) in enumerate(head) if _filled(cells) >= max(2, widest / 2))
     if at:
         caption = "\n".join(" ".join(cell for cell in cells if cell) for _, cells in head[:at])
         section.blocks.append(Block(caption, metadata={"rows": [head[0][0], head[at - 1][0]]}))
     names = [cell or f"Column {get_column_letter(i)}" for i, cell in enumerate(head[at][1], start=1)]
-    header_line = " | ".join(names)
-
-    group: list[tuple[int, str]] = []
-    for number, cells in chain(head[at + 1 :], numbered):
-        pairs = [f"{_column_name(names, i)}: {cell}" for i, cell in enumerate(cells) if cell]
-        group.append((number, " | ".join(pairs)))
-        if len(group) == ROWS_PER_BLOCK:
-            section.blocks.append(_rows_block(header_line, group))
-            group = []
-    if group or len(section.blocks) == (1 if at else 0):
-        section.blocks.append(_rows_block(header_line, group))
+    header = " | ".join(names)
+    lines = (
+        (number, " | ".join(f"{_column_name(names, i)}: {cell}" for i, cell in enumerate(cells) if cell))
+        for number, cells in chain(head[at + 1 :], numbered)
+    )
+    section.blocks.extend(_row_blocks(lines, header=header) or [Block(header, kind="table")])
     return section
 
 
-def _lines_section(section: Section, numbered: Iterable[tuple[int, list[str]]]) -> Section:
+def _row_blocks(lines: Iterable[tuple[int, str]], *, header: str) -> list[Block]:
+    """Blocks of up to ROWS_PER_BLOCK rows, each led by the header line when there is one."""
+    blocks: list[Block] = []
     group: list[tuple[int, str]] = []
-    for number, cells in numbered:
-        group.append((number, " ".join(cell for cell in cells if cell)))
-        if len(group) == ROWS_PER_BLOCK:
-            section.blocks.append(Block("\n".join(line for _, line in group), metadata={"rows": [group[0][0], number]}))
+    for number, line in chain(lines, [(0, None)]):
+        if line is not None:
+            group.append((number, line))
+        if group and (line is None or len(group) == ROWS_PER_BLOCK):
+            text = "\n".join([header, *(row for _, row in group)] if header else [row for _, row in group])
+            rows = [group[0][0], group[-1][0]]
+            blocks.append(Block(text, kind="table" if header else "paragraph", metadata={"rows": rows}))
             group = []
-    if group:
-        section.blocks.append(Block("\n".join(line for _, line in group), metadata={"rows": [group[0][0], group[-1][0]]}))
-    return section
+    return blocks
 
 
 def _filled(cells: list[str]) -> int:
@@ -130,12 +132,6 @@ def _filled(cells: list[str]) -> int:
 
 def _column_name(names: list[str], index: int) -> str:
     return names[index] if index < len(names) else f"Column {get_column_letter(index + 1)}"
-
-
-def _rows_block(header_line: str, group: list[tuple[int, str]]) -> Block:
-    text = "\n".join([header_line, *(line for _, line in group)])
-    rows = [group[0][0], group[-1][0]] if group else []
-    return Block(text, kind="table", metadata={"rows": rows} if rows else {})
 
 
 def _trim(cells: list[str]) -> list[str]:
