@@ -93,12 +93,14 @@ def tokenize(text: str) -> list[str]:
         return []
     text = _APOSTROPHE_RE.sub("", unicodedata.normalize("NFKC", text).lower())
     tokens: list[str] = []
-    for match in _TOKEN_RE.finditer(text):
-        if match.lastgroup == "han":
-            terms = [w for w in _cutter().lcut_for_search(match.group()) if len(w) >= 2]
+    for han, word in _TOKEN_RE.findall(text):
+        if han:
+            tokens += [w for w in _cutter().lcut_for_search(han) if len(w) >= 2 and w not in STOP_WORDS]
+        elif word.isascii() and word.isalnum():  # the common case, without the joiner and accent work
+            if word not in STOP_WORDS:
+                tokens.append(word)
         else:
-            terms = _word_terms(match.group())
-        tokens += [t for t in terms if t not in STOP_WORDS]
+            tokens += [t for t in _word_terms(word) if t not in STOP_WORDS]
     return tokens
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
+
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DOCS = SHARED_DATA / "docs" / "unstructured"
 

@@ -152,3 +152,10 @@ def check_top_k(top_k) -> int:
     if not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be -1 or between 1 and {MAX_TOP_K}, got {top_k}")
     return int(top_k)
+
+
+def check_query(query) -> str:
+    """A keyword query must be text; an empty one is allowed and finds nothing."""
+    if not isinstance(query, str):
+        raise ValueError(f"query must be a str, got {type(query).__name__}")
+    return query

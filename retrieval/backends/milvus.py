@@ -1,0 +1,314 @@
+"""Vector index on Milvus through pymilvus' MilvusClient: a Milvus cluster, or the local Milvus Lite server.
+
+Collections are named by dimension (`{prefix}_{dim}`, exclusive tenants `{prefix}_t{tenant}_{dim}`)
+so rows of a new embedding model never land in the old model's collection. Filters become a Milvus
+boolean expression built from a fixed set of field names; ints are formatted from validated ints
+and strings are escaped literals. Milvus Lite 2.5.1 rejects templated filters (`filter_params`)
+with an opaque error that pymilvus retries until timeout, so literals are the one path for both.
+"""
+
+import logging
+import os
+import re
+import threading
+from typing import Iterator
+
+import numpy as np
+
+from django.core.exceptions import ImproperlyConfigured
+from pymilvus import DataType, MilvusClient
+from pymilvus.exceptions import MilvusException
+
+from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
+from retrieval.backends.base import Hit, IndexFilter, IndexRow
+
+log = logging.getLogger(__name__)
+
+ID_BYTES = 512
+# VARCHAR max_length counts UTF-8 bytes.
+STRING_FIELDS = {"kind": 64, "parent_id": 512, "status": 64, "user_id": 512, "session_id": 512}
+INT_FIELDS = ("tenant_id", "kb_id", "document_id")
+SCALAR_INDEXED = ("tenant_id", "kb_id", "document_id", "parent_id")  # the fields every filter or delete uses
+HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
+INDEX_TYPES = {  # build params, search params
+    # nlist ~ 4*sqrt(rows) for ~1M rows (Milvus' guidance); nprobe 16 of 128 lists measured at
+    # 1.4 ms p50 for a filtered top-10 over 100k 384-d rows on Milvus Lite.
+    "IVF_FLAT": ({"nlist": 128}, {"nprobe": 16}),
+    "FLAT": ({}, {}),
+    "HNSW": ({"M": 16, "efConstruction": 200}, {"ef": 64}),  # Milvus' documented defaults; servers only
+}
+UPSERT_BATCH = 500
+EXACT_LIMIT = 16384  # Milvus' largest query window; selective filters stay far below it
+_PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_INHERITED: list = []  # clients created before a fork; destroying their gRPC channel in the child is unsafe
+
+
+def string_literal(value: str) -> str | None:
+    """A Milvus string literal for `value`, or None when the expression language cannot spell it."""
+    # Milvus Lite's parser knows only \\ and \" as escapes: \n, \t or \u.... do not round-trip, and a
+    # raw control character is a syntax error. Such a value cannot be matched, so it matches nothing.
+    if _CONTROL_RE.search(value):
+        return None
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def build_expr(flt: IndexFilter) -> str | None:
+    """The Milvus filter expression for a clean `flt`; None when nothing can match."""
+    if matches_nothing(flt):
+        return None
+    parts = [f"tenant_id == {int(flt.tenant_id)}", f"kb_id in [{', '.join(str(int(v)) for v in flt.kb_ids)}]"]
+    if flt.document_ids:
+        parts.append(f"document_id in [{', '.join(str(int(v)) for v in flt.document_ids)}]")
+    for field, values in (("kind", flt.kinds), ("parent_id", flt.parent_ids), ("id", flt.ids),
+                          ("status", flt.statuses)):
+        if values:
+            literals = [lit for lit in map(string_literal, values) if lit is not None]
+            if not literals:
+                return None
+            parts.append(f"{field} in [{', '.join(literals)}]")
+    for field in ("user_id", "session_id"):
+        value = getattr(flt, field)
+        if value is not None:
+            literal = string_literal(value)
+            if literal is None:
+                return None
+            parts.append(f"{field} == {literal}")
+    return " and ".join(parts)
+
+
+def collection_name(prefix: str, dim: int, tenant_id: int | None = None) -> str:
+    """`{prefix}_{dim}`, or `{prefix}_t{tenant}_{dim}` for an exclusive tenant."""
+    return f"{prefix}_{int(dim)}" if tenant_id is None else f"{prefix}_t{int(tenant_id)}_{int(dim)}"
+
+
+def _vector(vector) -> list[float]:
+    if isinstance(vector, (str, bytes)) or not hasattr(vector, "__len__") or not len(vector):
+        raise ValueError("vector must be a non-empty sequence of floats")
+    return [float(x) for x in vector]
+
+
+def _deleted(result) -> int:
+    # Milvus Lite answers a filtered delete with the deleted primary keys, servers with a count.
+    return len(result) if isinstance(result, list) else int(result.get("delete_count", 0))
+
+
+class MilvusVectorIndex:
+    """VectorIndex on Milvus or Milvus Lite: cosine similarity, filters inside the search."""
+
+    def __init__(self, options: dict):
+        self.uri = options.get("uri") or ""
+        self.token = options.get("token") or ""
+        self.lite_path = options.get("lite_path") or ""
+        self.lite_port = int(options.get("lite_port") or 19531)
+        self.prefix = options.get("collection_prefix") or "loci"
+        self.index_type = (options.get("index_type") or "IVF_FLAT").upper()
+        self.consistency = options.get("consistency_level") or "Strong"  # a just-indexed row is searchable
+        self.timeout = float(options.get("timeout") or 30)
+        # Partition key on tenant_id suits a Milvus server with many tenants; Milvus Lite 2.5.1
+        # accepts the schema but then rejects every filtered search on it, so it is opt-in.
+        self.partition_key = bool(options.get("partition_key", False))
+        if not _PREFIX_RE.match(self.prefix):
+            raise ImproperlyConfigured(f"collection_prefix {self.prefix!r} must match {_PREFIX_RE.pattern}")
+        if self.index_type not in INDEX_TYPES:
+            raise ImproperlyConfigured(f"index_type must be one of {sorted(INDEX_TYPES)}")
+        if not self.uri and self.index_type == "HNSW":
+            raise ImproperlyConfigured("Milvus Lite supports FLAT and IVF_FLAT only; HNSW needs a Milvus server "
+                                       "(MILVUS_URI).")
+        if not self.uri and not self.lite_path:
+            raise ImproperlyConfigured("MilvusVectorIndex needs OPTIONS['uri'] or OPTIONS['lite_path'].")
+        self._client_obj: MilvusClient | None = None
+        self._pid = 0
+        self._known: set[str] = set()  # collections this process has seen created and loaded
+        self._lock = threading.Lock()
+
+    # --- connection
+    def _client(self) -> MilvusClient:
+        if self._client_obj is None or self._pid != os.getpid():
+            with self._lock:
+                if self._client_obj is None or self._pid != os.getpid():
+                    if self._client_obj is not None:  # inherited across fork: keep it alive, unused
+                        _INHERITED.append(self._client_obj)
+                    uri = self.uri
+                    if not uri:
+                        from retrieval.milvus_lite import ensure_server
+
+                        uri = ensure_server(self.lite_path, self.lite_port)
+                    # dedicated: pymilvus shares channels per address, and a gRPC channel inherited
+                    # across a fork (Celery prefork) does not work in the child.
+                    self._client_obj = MilvusClient(uri=uri, token=self.token, timeout=self.timeout, dedicated=True)
+                    self._pid, self._known = os.getpid(), set()
+        return self._client_obj
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client_obj = self._client_obj, None
+            self._known = set()
+        if client is not None and self._pid == os.getpid():
+            client.close()
+
+    def ping(self) -> None:
+        """One cheap round trip to the server (the health check)."""
+        self._client().list_collections()
+
+    # --- collections
+    def _create(self, name: str, dim: int, shared: bool) -> None:
+        client = self._client()
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=ID_BYTES)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        for field in INT_FIELDS:
+            partition_key = field == "tenant_id" and shared and self.partition_key
+            schema.add_field(field, DataType.INT64, is_partition_key=partition_key)
+        for field, length in STRING_FIELDS.items():
+            schema.add_field(field, DataType.VARCHAR, max_length=length)
+        try:
+            client.create_collection(name, schema=schema, consistency_level=self.consistency)
+        except MilvusException:
+            if not client.has_collection(name):  # else a concurrent process created it first
+                raise
+
+    def _create_indexes(self, name: str) -> None:
+        client = self._client()
+        index = client.prepare_index_params()
+        index.add_index(field_name="vector", index_type=self.index_type, metric_type="COSINE",
+                        params=INDEX_TYPES[self.index_type][0])
+        for field in SCALAR_INDEXED:
+            index.add_index(field_name=field, index_type="INVERTED")
+        # sync=False: pymilvus otherwise polls every 0.5 s per index; an empty collection's index is
+        # ready at once, and load_collection waits for what it needs.
+        client.create_index(name, index, sync=False)
+
+    def _ready(self, name: str, *, dim: int = 0, shared: bool = True) -> bool:
+        """Make sure `name` exists (creating it when `dim` is given), is indexed and loaded; False if absent."""
+        if name in self._known:
+            return True
+        client = self._client()
+        if not client.has_collection(name):
+            if not dim:
+                return False
+            self._create(name, dim, shared)
+        # Checked for every collection first seen, not only ones created here: the creator may have
+        # died (or still be running) between creating the collection and its indexes.
+        if not client.list_indexes(name):
+            self._create_indexes(name)
+        client.load_collection(name)  # a no-op when loaded; after a server restart it is released
+        self._known.add(name)
+        return True
+
+    def _scope_collections(self, flt: IndexFilter) -> list[str]:
+        """Every collection (any dimension) holding rows of the filter's table set."""
+        middle = rf"t{int(flt.tenant_id)}_" if flt.exclusive else ""
+        pattern = re.compile(rf"^{re.escape(self.prefix)}_{middle}\d+$")
+        return [name for name in self._client().list_collections() if pattern.match(name) and self._ready(name)]
+
+    def _forget_if_dropped(self, name: str) -> bool:
+        """After an error: True if the collection is gone (dropped by another process)."""
+        self._known.discard(name)
+        return not self._client().has_collection(name)
+
+    # --- VectorIndex
+    def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None:
+        groups: dict[tuple[str, int], list[dict]] = {}
+        for row in clean_rows(rows, need_vector=True):
+            vector = _vector(row.vector)
+            if len(row.id.encode()) > ID_BYTES:
+                raise ValueError(f"IndexRow.id is longer than {ID_BYTES} bytes")
+            for field, length in STRING_FIELDS.items():
+                if len(getattr(row, field).encode()) > length:
+                    raise ValueError(f"IndexRow.{field} of {row.id!r} is longer than {length} bytes")
+            name = collection_name(self.prefix, len(vector), row.tenant_id if exclusive else None)
+            groups.setdefault((name, len(vector)), []).append({
+                "id": row.id, "vector": vector, "tenant_id": row.tenant_id, "kb_id": row.kb_id,
+                "document_id": row.document_id, **{field: getattr(row, field) for field in STRING_FIELDS},
+            })
+        for (name, dim), data in groups.items():
+            for start in range(0, len(data), UPSERT_BATCH):
+                batch = data[start:start + UPSERT_BATCH]
+                self._ready(name, dim=dim, shared=not exclusive)
+                try:
+                    self._client().upsert(name, batch)
+                except MilvusException:
+                    if not self._forget_if_dropped(name):
+                        raise
+                    self._ready(name, dim=dim, shared=not exclusive)  # dropped meanwhile: recreate, once
+                    self._client().upsert(name, batch)
+
+    def search(self, vector: list[float], flt: IndexFilter, top_k: int, min_score: float | None = None) -> list[Hit]:
+        flt, limit, vector = clean_filter(flt), check_top_k(top_k), _vector(vector)
+        expr = build_expr(flt)
+        name = collection_name(self.prefix, len(vector), flt.tenant_id if flt.exclusive else None)
+        if expr is None or not self._ready(name):
+            return []
+        if flt.ids or flt.parent_ids:
+            return self._exact_search(name, expr, vector, limit, min_score)
+        params = {"metric_type": "COSINE", "params": INDEX_TYPES[self.index_type][1]}
+        try:
+            found = self._client().search(name, data=[vector], limit=limit, filter=expr,
+                                          output_fields=HIT_FIELDS, search_params=params)
+        except MilvusException:
+            if self._forget_if_dropped(name):
+                return []
+            raise
+        hits = [Hit(id=r["id"], score=float(r["distance"]), extra={f: r["entity"].get(f) for f in HIT_FIELDS})
+                for r in found[0]]
+        # COSINE distance in Milvus is the similarity itself (higher is closer), already sorted.
+        return hits if min_score is None else [h for h in hits if h.score >= min_score]
+
+    def _exact_search(self, name, expr, vector, limit, min_score) -> list[Hit]:
+        """Score a selective filter's rows exactly: an IVF index probes only some lists, and rows picked
+        by id or parent (mRAG's fact expansion, cosine for BM25-only hits) may sit in the others."""
+        try:
+            rows = self._client().query(name, filter=expr, output_fields=[*HIT_FIELDS, "vector"], limit=EXACT_LIMIT)
+        except MilvusException:
+            if self._forget_if_dropped(name):
+                return []
+            raise
+        if not rows:
+            return []
+        matrix = np.asarray([r["vector"] for r in rows], dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)
+        scores = matrix @ query / np.where(norms == 0, 1.0, norms)
+        order = np.argsort(-scores, kind="stable")[:limit]
+        hits = [Hit(id=rows[i]["id"], score=float(scores[i]), extra={f: rows[i].get(f) for f in HIT_FIELDS})
+                for i in order]
+        return hits if min_score is None else [h for h in hits if h.score >= min_score]
+
+    def count(self, flt: IndexFilter) -> int:
+        flt = clean_filter(flt)
+        expr = build_expr(flt)
+        if expr is None:
+            return 0
+        return sum(self._client().query(name, filter=expr, output_fields=["count(*)"])[0]["count(*)"]
+                   for name in self._scope_collections(flt))
+
+    def ids(self, flt: IndexFilter) -> Iterator[str]:
+        flt = clean_filter(flt)
+        expr = build_expr(flt)
+        return iter(()) if expr is None else self._ids(flt, expr)
+
+    def _ids(self, flt: IndexFilter, expr: str) -> Iterator[str]:
+        for name in self._scope_collections(flt):
+            pages = self._client().query_iterator(name, batch_size=1000, filter=expr, output_fields=["id"])
+            try:
+                while page := pages.next():
+                    yield from (r["id"] for r in page)
+            finally:
+                pages.close()
+
+    def delete(self, flt: IndexFilter) -> int:
+        flt = clean_filter(flt)
+        expr = build_expr(flt)
+        if expr is None:
+            return 0
+        # Every dimension: deleting a document must also clear rows left by a previous model.
+        return sum(_deleted(self._client().delete(name, filter=expr)) for name in self._scope_collections(flt))
+
+    def drop_all(self) -> None:
+        pattern = re.compile(rf"^{re.escape(self.prefix)}_(?:t\d+_)?\d+$")
+        client = self._client()
+        for name in client.list_collections():
+            if pattern.match(name):
+                client.drop_collection(name)
+        self._known = set()

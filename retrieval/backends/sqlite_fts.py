@@ -1,0 +1,281 @@
+"""BM25 keyword index in one SQLite FTS5 file: the embedded default.
+
+Layout per table set (shared: `kw_meta` + `kw_fts`; an exclusive tenant: `kw_t<id>_meta` +
+`kw_t<id>_fts`): the FTS5 table holds only the pre-segmented text, and an ordinary table joined on
+rowid holds the filterable fields with B-tree indexes. Filters are SQL conditions on that table in
+the same statement as MATCH, so they apply before ORDER BY ... LIMIT, and deletes by document or
+knowledge base use an index instead of scanning FTS columns. Every value is a bound parameter;
+table names are built only from a validated int.
+"""
+
+import json
+import os
+import re
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from django.core.exceptions import ImproperlyConfigured
+
+from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
+from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.text import segment, tokenize
+
+# Characters jieba-free tokens keep inside a word (c++, c#, node.js, at&t, 50%, foo_bar, e-mail):
+# unicode61 must not split on them, or "c++" would be stored and matched as "c".
+TOKENIZE = "unicode61 tokenchars '+#.-_&%'"
+MAX_QUERY_TERMS = 64  # a pasted page as query: the first 64 distinct terms rank well enough
+IN_LIST_INLINE = 200  # longer value lists are passed as one JSON parameter (SQLite caps bound variables)
+PAGE = 1000
+_FILTER_COLUMNS = {  # IndexFilter field -> column; the only names that ever reach the SQL text
+    "kb_ids": "kb_id", "kinds": "kind", "document_ids": "document_id", "parent_ids": "parent_id",
+    "ids": "id", "statuses": "status",
+}
+_TABLE_RE = re.compile(r"^kw_(?:t\d+_)?(?:meta|fts)$")
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def table_names(tenant_id: int | None) -> tuple[str, str]:
+    """(metadata table, FTS table) of the shared set, or of one tenant's exclusive set."""
+    if tenant_id is None:
+        return "kw_meta", "kw_fts"
+    if isinstance(tenant_id, bool) or not isinstance(tenant_id, int) or tenant_id < 0:
+        raise ValueError("tenant_id must be a non-negative int")
+    return f"kw_t{tenant_id}_meta", f"kw_t{tenant_id}_fts"
+
+
+def build_where(flt: IndexFilter, alias: str = "m") -> tuple[str, list]:
+    """SQL condition over the metadata table and its parameters; `flt` must be clean."""
+    clauses, params = [f"{alias}.tenant_id = ?"], [flt.tenant_id]
+    for field, column in _FILTER_COLUMNS.items():
+        values = getattr(flt, field)
+        if field == "kb_ids" or values:  # kb_ids always narrows: an empty tuple matches nothing
+            if len(values) <= IN_LIST_INLINE:
+                clauses.append(f"{alias}.{column} IN ({', '.join('?' * len(values))})")
+                params += values
+            else:
+                clauses.append(f"{alias}.{column} IN (SELECT value FROM json_each(?))")
+                params.append(json.dumps(list(values)))
+    for column in ("user_id", "session_id"):
+        if getattr(flt, column) is not None:
+            clauses.append(f"{alias}.{column} = ?")
+            params.append(getattr(flt, column))
+    return " AND ".join(clauses), params
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query that can only mean "any of these terms": each one a quoted string."""
+    quoted = ['"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms)]
+    return " OR ".join(quoted[:MAX_QUERY_TERMS])
+
+
+class SqliteKeywordIndex:
+    """KeywordIndex over SQLite FTS5 with bm25() ranking; several processes may write at once."""
+
+    def __init__(self, options: dict):
+        if not options.get("path"):
+            raise ImproperlyConfigured("SqliteKeywordIndex needs OPTIONS['path'].")
+        self.path = Path(options["path"])
+        self.timeout = float(options.get("timeout", 30))
+        # One connection per thread (sqlite3 connections must not be shared mid-transaction). Not
+        # tracked elsewhere: when a thread ends, its connection is garbage-collected and closed.
+        self._local = threading.local()
+        self._ready: set[str] = set()  # table sets created (by anyone) as far as this process knows
+
+    # --- connections and transactions
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid != os.getpid():
+            # Inherited across fork (Celery prefork): neither use nor close it here; closing could
+            # checkpoint or unlink the WAL under the parent's feet. Keep it referenced, unused.
+            _INHERITED.append(conn)
+            conn = None
+        if conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # timeout is SQLite's busy_timeout: a writer waits for another process's lock instead of failing.
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        # IMMEDIATE takes the write lock up front, so a concurrent writer waits on busy_timeout
+        # rather than failing with SQLITE_BUSY when it upgrades from reading.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection; other threads' go with the dropped thread-local."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            conn.close()
+        self._local = threading.local()
+
+    def ping(self) -> None:
+        """Open (or reuse) this thread's connection and run a trivial statement (the health check)."""
+        self._conn().execute("SELECT 1").fetchone()
+
+    # --- schema
+    def _ensure(self, conn: sqlite3.Connection, tenant_id: int | None) -> str:
+        meta, fts = table_names(tenant_id)
+        if meta not in self._ready:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {meta} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+                "tenant_id INTEGER NOT NULL, kb_id INTEGER NOT NULL, document_id INTEGER NOT NULL, "
+                "kind TEXT NOT NULL, parent_id TEXT NOT NULL, status TEXT NOT NULL, "
+                "user_id TEXT NOT NULL, session_id TEXT NOT NULL)"
+            )
+            for name, columns in (("scope", "tenant_id, kb_id, kind, status"), ("document", "document_id"),
+                                  ("parent", "parent_id"), ("user", "user_id"), ("session", "session_id")):
+                conn.execute(f"CREATE INDEX IF NOT EXISTS {meta}_{name} ON {meta} ({columns})")
+            conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5(text_seg, tokenize="{TOKENIZE}")')
+        return meta
+
+    def _exists(self, conn: sqlite3.Connection, tenant_id: int | None) -> bool:
+        meta, _ = table_names(tenant_id)
+        if meta in self._ready:
+            return True
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,)).fetchone()
+        if found:
+            self._ready.add(meta)
+        return bool(found)
+
+    def _read(self, flt: IndexFilter, query):
+        """Run `query(conn, meta, fts)` against the filter's table set; None when it does not exist."""
+        conn = self._conn()
+        tenant = flt.tenant_id if flt.exclusive else None
+        try:
+            if not self._exists(conn, tenant):
+                return None
+            return query(conn, *table_names(tenant))
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            self._ready.clear()  # another process ran drop_all
+            return None
+
+    # --- KeywordIndex
+    def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None:
+        # Segment outside the transaction: jieba is the slow part, the write lock should not wait on it.
+        prepared = [(row, segment(row.text)) for row in clean_rows(rows)]
+        if not prepared:
+            return
+        try:
+            self._upsert(prepared, exclusive)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            self._ready.clear()  # tables dropped by another process since we created them: once more
+            self._upsert(prepared, exclusive)
+
+    def _upsert(self, prepared: list[tuple[IndexRow, str]], exclusive: bool) -> None:
+        groups: dict[int | None, list[tuple[IndexRow, str]]] = {}
+        for row, text_seg in prepared:
+            groups.setdefault(row.tenant_id if exclusive else None, []).append((row, text_seg))
+        created = set()
+        with self._write() as conn:
+            for tenant, group in groups.items():
+                meta, fts = table_names(tenant)
+                created.add(self._ensure(conn, tenant))
+                # The rid survives an update (ON CONFLICT keeps the row), so the FTS row is replaced
+                # in place: an upsert of the same id is idempotent and leaves no stale terms.
+                conn.executemany(
+                    f"INSERT INTO {meta} (id, tenant_id, kb_id, document_id, kind, parent_id, status, user_id, "
+                    "session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                    "tenant_id = excluded.tenant_id, kb_id = excluded.kb_id, document_id = excluded.document_id, "
+                    "kind = excluded.kind, parent_id = excluded.parent_id, status = excluded.status, "
+                    "user_id = excluded.user_id, session_id = excluded.session_id",
+                    [(row.id, row.tenant_id, row.kb_id, row.document_id, row.kind, row.parent_id, row.status,
+                      row.user_id, row.session_id) for row, _ in group],
+                )
+                rids = dict(conn.execute(f"SELECT id, rid FROM {meta} WHERE id IN (SELECT value FROM json_each(?))",
+                                         (json.dumps([row.id for row, _ in group]),)))
+                conn.executemany(f"INSERT OR REPLACE INTO {fts} (rowid, text_seg) VALUES (?, ?)",
+                                 [(rids[row.id], text_seg) for row, text_seg in group])
+        self._ready |= created
+
+    def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]:
+        flt, limit = clean_filter(flt), check_top_k(top_k)
+        terms = tokenize(check_query(query))
+        if not terms or matches_nothing(flt):
+            return []
+        where, params = build_where(flt)
+
+        def run(conn, meta, fts):
+            # bm25() is negative, lower is better; negated so a higher Hit.score is a better match.
+            return conn.execute(
+                f"SELECT m.id, -bm25({fts}) AS score, m.kind, m.kb_id, m.document_id, m.parent_id "
+                f"FROM {fts} JOIN {meta} AS m ON m.rid = {fts}.rowid "
+                f"WHERE {fts} MATCH ? AND {where} ORDER BY score DESC, m.rid LIMIT ?",
+                [match_expression(terms), *params, limit],
+            ).fetchall()
+
+        return [
+            Hit(id=id_, score=score, extra={"kind": kind, "kb_id": kb_id, "document_id": doc_id, "parent_id": parent})
+            for id_, score, kind, kb_id, doc_id, parent in self._read(flt, run) or []
+        ]
+
+    def count(self, flt: IndexFilter) -> int:
+        flt = clean_filter(flt)
+        if matches_nothing(flt):
+            return 0
+        where, params = build_where(flt)
+        return self._read(flt, lambda conn, meta, fts: conn.execute(
+            f"SELECT count(*) FROM {meta} AS m WHERE {where}", params).fetchone()[0]) or 0
+
+    def ids(self, flt: IndexFilter) -> Iterator[str]:
+        flt = clean_filter(flt)  # checked now, not on the caller's first next()
+        return iter(()) if matches_nothing(flt) else self._ids(flt)
+
+    def _ids(self, flt: IndexFilter) -> Iterator[str]:
+        where, params = build_where(flt)
+        after = 0
+        while True:  # keyset pages: no read transaction stays open while the caller iterates
+            page = self._read(flt, lambda conn, meta, fts: conn.execute(
+                f"SELECT m.rid, m.id FROM {meta} AS m WHERE {where} AND m.rid > ? ORDER BY m.rid LIMIT ?",
+                [*params, after, PAGE]).fetchall()) or []
+            yield from (id_ for _, id_ in page)
+            if len(page) < PAGE:
+                return
+            after = page[-1][0]
+
+    def delete(self, flt: IndexFilter) -> int:
+        flt = clean_filter(flt)
+        if matches_nothing(flt):
+            return 0
+        tenant = flt.tenant_id if flt.exclusive else None
+        where, params = build_where(flt)
+        meta, fts = table_names(tenant)
+        conn = self._conn()
+        if not self._exists(conn, tenant):
+            return 0
+        try:
+            with self._write() as conn:
+                conn.execute(f"DELETE FROM {fts} WHERE rowid IN (SELECT m.rid FROM {meta} AS m WHERE {where})", params)
+                return conn.execute(
+                    f"DELETE FROM {meta} WHERE rid IN (SELECT m.rid FROM {meta} AS m WHERE {where})", params
+                ).rowcount
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            self._ready.clear()
+            return 0
+
+    def drop_all(self) -> None:
+        with self._write() as conn:
+            names = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for name in names:
+                if _TABLE_RE.match(name):  # FTS5 drops its own shadow tables with the virtual table
+                    conn.execute(f"DROP TABLE IF EXISTS {name}")
+        self._ready.clear()

@@ -1,0 +1,115 @@
+"""The search playground: the same search() as the API, rendered with highlights, sources and per-stage scores."""
+
+import logging
+
+from django.contrib.auth.decorators import login_required
+
+from ingest.models import Document
+from ingest.views import location_label
+from retrieval.highlight import highlight, query_terms
+from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
+from retrieval.search import search
+from tenants.views import console_scope, current_kb, render_page
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 10
+DOCUMENT_CHOICES = 300  # the document filter lists the most recent ready documents
+# The "why" view: each stage in pipeline order, with what it measures.
+STAGES = [
+    ("bm25", "BM25 keyword relevance over jieba-segmented text"),
+    ("cosine", "cosine similarity of the query and item embeddings"),
+    ("rrf", "reciprocal rank fusion of the dense and BM25 rankings"),
+    ("fused", "relevance from cosine and BM25 (logistic fusion)"),
+    ("fact", "the fact's own fused score"),
+    ("episode", "its parent episode's fused score"),
+    ("alpha", "weight of the fact score in the final blend"),
+    ("final", "α·fact + (1−α)·episode"),
+    ("rerank", "the reranker's score"),
+]
+METHOD_HELP = {
+    "keyword": "BM25 only",
+    "vector": "embeddings only",
+    "hybrid": "episodes, then their facts (mRAG)",
+    "agentic": "hybrid + LLM follow-up queries",
+}
+
+
+@login_required
+def search_page(request):
+    scope = console_scope(request)
+    params = request.GET
+    kb = current_kb(request, scope)
+    form = {
+        "q": params.get("q", "").strip(),
+        "method": params.get("method") or "hybrid",
+        "kb": params.get("kb", kb.slug if kb else ""),
+        "document": params.get("document", ""),
+        "top_k": params.get("top_k") or str(DEFAULT_TOP_K),
+        "chunks": params.get("chunks", "1" if "q" not in params else ""),
+    }
+    context = {"section": "search", "form": form, "methods": [(m, METHOD_HELP[m]) for m in METHODS],
+               "max_top_k": MAX_TOP_K, "kbs": scope.knowledge_bases().order_by("name"),
+               "documents": _document_choices(scope, form["kb"])}
+    if not form["q"]:
+        return render_page(request, scope, "retrieval/search.html", context)
+    status = 200
+    try:
+        response = search(scope, parse_search_request(_request_body(form)))
+        context["results"] = _decorate(response, query_terms(form["q"]))
+    except SearchError as exc:
+        context["error"], status = str(exc), 400
+    except Exception as exc:  # an index or model backend is down: say so instead of a bare 500
+        log.exception("console search failed")
+        context["error"], context["unavailable"], status = f"{type(exc).__name__}: {exc}", True, 503
+    return render_page(request, scope, "retrieval/search.html", context, status=status)
+
+
+def _request_body(form: dict) -> dict:
+    """The playground's form as the API's JSON body, so both go through the same validation."""
+    try:
+        top_k = int(form["top_k"])
+    except ValueError:
+        raise SearchError(f"'top_k' must be an integer from 1 to {MAX_TOP_K}, or -1.") from None
+    filters = {}
+    if form["kb"]:
+        filters["kb"] = [form["kb"]]
+    if form["document"]:
+        filters["document_id"] = [form["document"]]
+    types = ["episode", "atomic_fact"] + (["chunk"] if form["chunks"] else [])
+    return {"query": form["q"], "method": form["method"], "top_k": top_k, "memory_types": types,
+            "filters": filters}
+
+
+def _document_choices(scope, kb_slug: str):
+    docs = Document.objects.in_scope(scope).filter(status=Document.Status.READY)
+    if kb_slug:
+        docs = docs.filter(kb__slug=kb_slug)
+    return docs.only("id", "filename")[:DOCUMENT_CHOICES]
+
+
+def _decorate(response: dict, terms: list[str]) -> dict:
+    """Add what the template shows: highlighted HTML, source links and labels, ordered stage scores."""
+    for episode in response.get("episodes", []):
+        _item(episode, episode.get("summary", ""), terms)
+        for fact in episode.get("atomic_facts", []):
+            _item(fact, fact.get("atomic_fact", ""), terms)
+    for fact in response.get("facts", []):
+        _item(fact, fact.get("atomic_fact", ""), terms)
+    for chunk in response.get("chunks", []):
+        _item(chunk, chunk.get("text", ""), terms)
+    response["count"] = sum(len(response.get(k, [])) for k in ("episodes", "facts", "chunks"))
+    return response
+
+
+def _item(item: dict, text: str, terms: list[str]) -> None:
+    item["html"] = highlight(text, terms)
+    scores = item.get("scores") or {}
+    item["why"] = [(name, scores[name], help_text) for name, help_text in STAGES if name in scores]
+    item["via_fact"] = bool(scores.get("via_fact"))
+    for source in item.get("sources", []):
+        if source.get("document_id"):
+            chunk_id = source.get("chunk_id")
+            source["url"] = f"/documents/{source['document_id']}/" + (
+                f"?chunk={chunk_id}#chunk-{chunk_id}" if chunk_id else "")
+            source["where"] = location_label(source)

@@ -1,0 +1,377 @@
+"""The contract every index backend passes: one base class, one subclass per backend fixture.
+
+Vector backends are queried with hash_vector(text), keyword backends with the text itself, so the
+same test reads the same for both. Filter results are compared with reference_match, the filter
+semantics written out in Python.
+"""
+
+import random
+import threading
+from dataclasses import replace
+
+import pytest
+
+from retrieval.backends.base import IndexFilter
+from tests.index_fixtures import (  # noqa: F401  (fixtures are found by name)
+    lite_vector_settings,
+    hash_vector,
+    make_row,
+    milvus_lite_uri,
+    milvus_vector_index,
+    opensearch_keyword_index,
+    reference_match,
+    remote_milvus_vector_index,
+    sqlite_keyword_index,
+)
+
+HOSTILE = ['x" or tenant_id > 0 or "', "') OR 1=1 --", '" || "', "\\", '\\" or id != "', "*", "%", "a\nb"]
+
+
+def flt(tenant_id=1, kb_ids=(1,), **kw) -> IndexFilter:
+    return IndexFilter(tenant_id=tenant_id, kb_ids=kb_ids, **kw)
+
+
+def grid_rows():
+    """60 rows that differ in every filterable field, all containing the term "apple"."""
+    rnd = random.Random(7)
+    rows = []
+    for n in range(60):
+        rows.append(make_row(
+            f"chunk:{n}", "apple pie recipe", tenant_id=rnd.choice((1, 2)), kb_id=rnd.choice((1, 2)),
+            kind=rnd.choice(("chunk", "atomic_fact")), document_id=rnd.choice((10, 11)),
+            parent_id=rnd.choice(("", "memory:p1")), status=rnd.choice(("active", "disabled")),
+            user_id=rnd.choice(("", "u1")), session_id=rnd.choice(("", "s1")),
+        ))
+    return rows
+
+
+GRID_FILTERS = [
+    flt(), flt(2), flt(kb_ids=(1, 2)), flt(kb_ids=(2,)), flt(kinds=("atomic_fact",)), flt(document_ids=(11,)),
+    flt(parent_ids=("memory:p1",)), flt(statuses=()), flt(statuses=("disabled",)), flt(user_id="u1"),
+    flt(user_id=""), flt(session_id="s1"), flt(ids=("chunk:1", "chunk:2", "chunk:3", "chunk:40")),
+    flt(2, (1, 2), kinds=("chunk",), document_ids=(10,), user_id="u1", session_id="", statuses=()),
+]
+
+
+class IndexContract:
+    """Behaviour shared by vector and keyword indexes; subclasses supply `index` and `search`."""
+
+    def search(self, index, text, flt, top_k=100):
+        raise NotImplementedError
+
+    def test_upsert_then_search_finds_rows(self, index):
+        index.upsert([make_row("chunk:1", "the quarterly revenue report"), make_row("chunk:2", "holiday schedule")])
+        hits = self.search(index, "quarterly revenue", flt(), 5)
+        assert hits[0].id == "chunk:1"
+        assert hits[0].extra == {"kind": "chunk", "kb_id": 1, "document_id": 0, "parent_id": ""}
+
+    def test_upsert_same_id_twice_keeps_one_row_with_the_new_content(self, index):
+        index.upsert([make_row("memory:a", "old text about tulips", kind="episode")])
+        index.upsert([make_row("memory:a", "new text about roses", kind="atomic_fact")])
+        index.upsert([make_row("memory:a", "new text about roses", kind="atomic_fact")] * 2)
+        assert index.count(flt()) == 1
+        assert list(index.ids(flt())) == ["memory:a"]
+        hit = self.search(index, "roses", flt(), 5)[0]
+        assert (hit.id, hit.extra["kind"]) == ("memory:a", "atomic_fact")
+
+    def test_filters_apply_before_top_k(self, index):
+        index.upsert([make_row(f"chunk:t2-{n}", "invoice total", tenant_id=2) for n in range(50)])
+        mine = [make_row(f"chunk:t1-{n}", f"invoice total with extra words number {n}") for n in range(3)]
+        index.upsert(mine)
+        assert self.search(index, "invoice total", flt(2), 3)[0].id.startswith("chunk:t2-")  # they do rank higher
+        hits = self.search(index, "invoice total", flt(), 3)
+        assert sorted(h.id for h in hits) == sorted(r.id for r in mine)
+
+    @pytest.mark.parametrize("f", GRID_FILTERS, ids=lambda f: ",".join(
+        f"{k}={v}" for k, v in vars(f).items() if v not in ((), None, False)))
+    def test_every_filter_field_narrows_search_count_and_ids(self, index, f):
+        rows = grid_rows()
+        index.upsert(rows)
+        expected = {r.id for r in rows if reference_match(r, f)}
+        assert expected, "the grid should cover every filter"
+        assert {h.id for h in self.search(index, "apple", f)} == expected
+        assert index.count(f) == len(expected)
+        assert set(index.ids(f)) == expected
+
+    def test_default_filter_sees_only_active_rows(self, index):
+        index.upsert([make_row("memory:on", "budget plan"), make_row("memory:off", "budget plan", status="disabled")])
+        assert [h.id for h in self.search(index, "budget plan", flt())] == ["memory:on"]
+
+    def test_no_permitted_kb_matches_nothing(self, index):
+        index.upsert([make_row("chunk:1", "budget plan")])
+        nothing = flt(kb_ids=())
+        assert self.search(index, "budget plan", nothing) == []
+        assert (index.count(nothing), list(index.ids(nothing))) == (0, [])
+        assert index.delete(nothing) == 0
+        assert index.count(flt()) == 1
+
+    def test_delete_by_document_and_by_kb_removes_only_those(self, index):
+        index.upsert([make_row("chunk:1", "alpha", document_id=5), make_row("chunk:2", "alpha", document_id=6),
+                      make_row("chunk:3", "alpha", kb_id=2, document_id=7),
+                      make_row("chunk:4", "alpha", tenant_id=2, document_id=5)])
+        assert index.delete(flt(kb_ids=(1, 2), document_ids=(5,), statuses=())) == 1
+        assert set(index.ids(flt(kb_ids=(1, 2)))) == {"chunk:2", "chunk:3"}
+        assert index.delete(flt(kb_ids=(2,), statuses=())) == 1
+        assert set(index.ids(flt(kb_ids=(1, 2)))) == {"chunk:2"}
+        assert list(index.ids(flt(2))) == ["chunk:4"]
+        assert [h.id for h in self.search(index, "alpha", flt(kb_ids=(1, 2)))] == ["chunk:2"]
+
+    def test_ids_pages_past_one_thousand(self, index):
+        rows = [make_row(f"chunk:{n}", "bulk row") for n in range(1005)]
+        index.upsert(rows)
+        ids = list(index.ids(flt()))
+        assert len(ids) == 1005 and set(ids) == {r.id for r in rows}
+        assert index.count(flt()) == 1005
+
+    def test_exclusive_tenants_are_kept_apart(self, index):
+        index.upsert([make_row("chunk:a1", "secret merger plan", tenant_id=1)], exclusive=True)
+        index.upsert([make_row("chunk:b1", "secret merger plan", tenant_id=2)], exclusive=True)
+        index.upsert([make_row("chunk:s1", "secret merger plan", tenant_id=1)])  # a shared row of tenant 1
+        assert [h.id for h in self.search(index, "merger plan", flt(exclusive=True))] == ["chunk:a1"]
+        assert [h.id for h in self.search(index, "merger plan", flt())] == ["chunk:s1"]
+        assert self.search(index, "merger plan", flt(3, exclusive=True)) == []  # no table set: empty, no error
+        assert index.delete(flt(2, exclusive=True, statuses=())) == 1
+        assert index.count(flt(exclusive=True)) == 1
+        assert list(index.ids(flt(exclusive=True))) == ["chunk:a1"]
+
+    @pytest.mark.parametrize("field", ["user_id", "session_id", "parent_ids", "kinds", "statuses", "ids"])
+    def test_hostile_filter_values_return_nothing(self, index, field):
+        index.upsert([make_row("chunk:1", "payroll data", tenant_id=2), make_row("chunk:2", "payroll data")])
+        for value in HOSTILE:
+            hostile = flt(**{field: (value,) if field.endswith("s") else value})
+            assert self.search(index, "payroll data", hostile) == [], value
+            assert index.count(hostile) == 0, value
+            assert list(index.ids(hostile)) == [], value
+            assert index.delete(replace(hostile, statuses=() if field != "statuses" else (value,))) == 0, value
+        assert index.count(flt(2)) == 1 and index.count(flt()) == 1
+
+    @pytest.mark.parametrize("bad", [{"tenant_id": "1 or 1=1"}, {"tenant_id": True}, {"kb_ids": ("1",)},
+                                     {"kb_ids": "12"}, {"document_ids": (1.5,)}, {"user_id": 7}, {"kinds": "chunk"}])
+    def test_wrongly_typed_filter_values_are_refused(self, index, bad):
+        f = IndexFilter(**{"tenant_id": 1, "kb_ids": (1,), **bad})
+        for call in (lambda: self.search(index, "x", f), lambda: index.count(f), lambda: index.ids(f),
+                     lambda: index.delete(f)):
+            with pytest.raises(ValueError):
+                call()
+
+    def test_top_k_is_validated(self, index):
+        for top_k in (0, -2, 10**6, "5"):
+            with pytest.raises(ValueError):
+                self.search(index, "x", flt(), top_k)
+
+    def test_chinese_query_finds_chinese_rows(self, index):
+        index.upsert([make_row("chunk:zh1", "机器学习是人工智能的一个重要分支"),
+                      make_row("chunk:zh2", "今天天气很好，我们去公园散步"),
+                      make_row("chunk:en", "machine learning is a branch of artificial intelligence")])
+        assert self.search(index, "人工智能", flt(), 3)[0].id == "chunk:zh1"
+        assert self.search(index, "公园散步", flt(), 3)[0].id == "chunk:zh2"
+
+    def test_ping_answers(self, index):
+        index.ping()
+
+    def test_drop_all_empties_every_table_set(self, index):
+        index.upsert([make_row("chunk:1", "alpha")])
+        index.upsert([make_row("chunk:2", "alpha", tenant_id=4)], exclusive=True)
+        index.drop_all()
+        assert index.count(flt()) == 0 and index.count(flt(4, exclusive=True)) == 0
+        index.upsert([make_row("chunk:3", "alpha")])  # usable again afterwards
+        assert list(index.ids(flt())) == ["chunk:3"]
+
+
+class KeywordContract(IndexContract):
+    def search(self, index, text, flt, top_k=100):
+        return index.search(text, flt, top_k)
+
+    def test_cpp_matches_cpp_but_not_c(self, index):
+        index.upsert([make_row("chunk:cpp", "templates in C++ are powerful"),
+                      make_row("chunk:c", "pointers in C are tricky"),
+                      make_row("chunk:cs", "C# has generics"), make_row("chunk:node", "we deploy node.js services")])
+        assert [h.id for h in index.search("c++", flt(), 10)] == ["chunk:cpp"]
+        assert [h.id for h in index.search("C#", flt(), 10)] == ["chunk:cs"]
+        assert [h.id for h in index.search("c", flt(), 10)] == ["chunk:c"]
+        assert [h.id for h in index.search("node.js", flt(), 10)] == ["chunk:node"]
+
+    @pytest.mark.parametrize("query", ['") OR tenant_id:2 --', "NEAR(", "*", '"', "tenant_id:2 OR *", "kb_id:2",
+                                       "payroll OR NOT x", "payroll* ^", "(payroll", "payroll AND"])
+    def test_hostile_query_text_neither_errors_nor_widens(self, index, query):
+        index.upsert([make_row("chunk:other", "payroll tenant_id 2 near kb_id or not", tenant_id=2),
+                      make_row("chunk:kb2", "payroll tenant_id 2 near kb_id or not", kb_id=2),
+                      make_row("chunk:mine", "payroll tenant_id 2 near kb_id or not")])
+        assert {h.id for h in index.search(query, flt(), 10)} <= {"chunk:mine"}
+
+    def test_scores_are_positive_and_best_first(self, index):
+        index.upsert([make_row("chunk:1", "apple apple apple"),
+                      make_row("chunk:2", "apple banana cherry date elder fig"),
+                      *(make_row(f"chunk:{n}", "banana kiwi lemon") for n in range(3, 8))])
+        hits = index.search("apple", flt(), 10)
+        assert [h.id for h in hits] == ["chunk:1", "chunk:2"]
+        assert hits[0].score > hits[1].score > 0
+
+    def test_upsert_replaces_the_old_terms(self, index):
+        index.upsert([make_row("memory:a", "old text about tulips"), make_row("memory:b", "tulips too")])
+        index.upsert([make_row("memory:a", "new text about roses")])
+        assert [h.id for h in index.search("tulips", flt(), 10)] == ["memory:b"]
+        assert [h.id for h in index.search("roses", flt(), 10)] == ["memory:a"]
+
+    def test_empty_or_stopword_query_returns_nothing(self, index):
+        index.upsert([make_row("chunk:1", "the and of")])
+        assert index.search("the and of", flt(), 10) == [] and index.search("", flt(), 10) == []
+        with pytest.raises(ValueError):
+            index.search(None, flt(), 10)
+
+
+class VectorContract(IndexContract):
+    def search(self, index, text, flt, top_k=100):
+        return index.search(hash_vector(text), flt, top_k)
+
+    def test_scores_are_cosine_similarity_and_min_score_is_a_floor(self, index):
+        east, north = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]
+        index.upsert([make_row("chunk:e", "e", vector=east), make_row("chunk:ne", "ne", vector=[0.6, 0.8, 0.0, 0.0]),
+                      make_row("chunk:n", "n", vector=north)])
+        hits = index.search(east, flt(), 10)
+        assert [h.id for h in hits] == ["chunk:e", "chunk:ne", "chunk:n"]
+        assert [round(h.score, 4) for h in hits] == [1.0, 0.6, 0.0]
+        assert [h.id for h in index.search(east, flt(), -1, min_score=0.5)] == ["chunk:e", "chunk:ne"]
+
+    def test_each_dimension_has_its_own_collection(self, index):
+        index.upsert([make_row("chunk:64", "alpha"), make_row("chunk:16", "alpha", dim=16)])
+        assert [h.id for h in index.search(hash_vector("alpha", 16), flt(), 10)] == ["chunk:16"]
+        assert [h.id for h in index.search(hash_vector("alpha", 8), flt(), 10)] == []
+        assert index.count(flt()) == 2  # count, ids and delete cover every dimension
+        assert index.delete(flt(statuses=())) == 2
+
+    def test_rows_without_vectors_are_refused(self, index):
+        with pytest.raises(ValueError):
+            index.upsert([replace(make_row("chunk:1", "x"), vector=None)])
+
+
+class TestSqliteKeywordIndex(KeywordContract):
+    @pytest.fixture
+    def index(self, sqlite_keyword_index):
+        return sqlite_keyword_index
+
+    def test_scores_equal_a_reference_bm25(self, index):
+        import math
+
+        from retrieval.text import tokenize
+
+        texts = ["apple banana apple", "banana cherry", "cherry apple date elder", "fig"]
+        index.upsert([make_row(f"chunk:{n}", t) for n, t in enumerate(texts)])
+        docs = [tokenize(t) for t in texts]
+        avgdl = sum(map(len, docs)) / len(docs)
+
+        def bm25(query, doc, k1=1.2, b=0.75):  # FTS5's documented formula and constants
+            score = 0.0
+            for term in tokenize(query):
+                n = sum(term in d for d in docs)
+                idf = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
+                f = doc.count(term)
+                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len(doc) / avgdl))
+            return score
+
+        for query in ("apple", "cherry date", "banana fig"):
+            got = {h.id: h.score for h in index.search(query, flt(), 10)}
+            want = {f"chunk:{n}": bm25(query, d) for n, d in enumerate(docs) if bm25(query, d) > 0}
+            assert got.keys() == want.keys()
+            assert all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in want)
+
+    def test_filtered_statements_use_the_metadata_indexes(self, index):
+        index.upsert([make_row("chunk:1", "alpha", document_id=3)])
+        from retrieval.backends.sqlite_fts import build_where
+
+        where, params = build_where(flt(document_ids=(3,), statuses=()))
+        plan = " ".join(r[-1] for r in index._conn().execute(
+            f"EXPLAIN QUERY PLAN SELECT count(*) FROM kw_meta AS m WHERE {where}", params))
+        assert "USING INDEX" in plan and "SCAN m" not in plan
+
+    def test_several_processes_can_write_one_file(self, index):
+        import multiprocessing
+
+        index.upsert([make_row("chunk:warm", "warm")])  # jieba loaded before fork: children start fast
+        ctx = multiprocessing.get_context("fork")
+        procs = [ctx.Process(target=_write_rows, args=(str(index.path), p)) for p in range(3)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0, 0]
+        assert index.count(flt()) == 1 + 3 * 150
+
+    def test_threads_share_the_index(self, index):
+        errors = []
+
+        def work(n):
+            try:
+                index.upsert([make_row(f"chunk:{n}-{i}", "threaded") for i in range(20)])
+                index.search("threaded", flt(), 5)
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and index.count(flt()) == 80
+
+
+def _write_rows(path, proc):
+    from retrieval.backends.sqlite_fts import SqliteKeywordIndex
+
+    index = SqliteKeywordIndex({"path": path, "timeout": 30})
+    for batch in range(15):  # many small transactions, so the processes interleave
+        index.upsert([make_row(f"chunk:{proc}-{batch}-{i}", "concurrent write") for i in range(10)])
+
+
+class TestOpenSearchKeywordIndex(KeywordContract):
+    @pytest.fixture
+    def index(self, opensearch_keyword_index):
+        return opensearch_keyword_index
+
+
+class TestMilvusLiteVectorIndex(VectorContract):
+    @pytest.fixture
+    def index(self, milvus_vector_index):
+        return milvus_vector_index
+
+
+class TestRemoteMilvusVectorIndex(VectorContract):
+    @pytest.fixture
+    def index(self, remote_milvus_vector_index):
+        return remote_milvus_vector_index
+
+
+# --- the loader: retrieval.backends.vector_index() / keyword_index()
+
+
+def test_backends_are_built_once_per_process_from_settings(settings, tmp_path):
+    from retrieval.backends import keyword_index
+    from retrieval.backends.sqlite_fts import SqliteKeywordIndex
+
+    settings.LOCI_KEYWORD_INDEX = {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex",
+                                   "OPTIONS": {"path": str(tmp_path / "a.sqlite3")}}
+    first = keyword_index()
+    assert isinstance(first, SqliteKeywordIndex) and keyword_index() is first
+    settings.LOCI_KEYWORD_INDEX = {**settings.LOCI_KEYWORD_INDEX, "OPTIONS": {"path": str(tmp_path / "b.sqlite3")}}
+    assert keyword_index() is not first and keyword_index().path == tmp_path / "b.sqlite3"
+
+
+@pytest.mark.parametrize("conf", [None, {}, {"BACKEND": "retrieval.backends.nope.Index"},
+                                  {"BACKEND": "retrieval.backends.sqlite_fts.NoSuchClass"},
+                                  {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex", "OPTIONS": []},
+                                  {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex", "OPTIONS": {}}])
+def test_bad_entries_are_improperly_configured(settings, conf):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from retrieval.backends import keyword_index
+
+    settings.LOCI_KEYWORD_INDEX = conf
+    with pytest.raises(ImproperlyConfigured):
+        keyword_index()
+
+
+def test_vector_index_from_settings_uses_the_session_server(lite_vector_settings):
+    from retrieval.backends import vector_index
+
+    vector_index().upsert([make_row("chunk:1", "hello world")])
+    assert [h.id for h in vector_index().search(hash_vector("hello world"), flt(), 3)] == ["chunk:1"]

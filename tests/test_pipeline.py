@@ -1,0 +1,177 @@
+"""Real files through the real pipeline (parse → chunk → extract → embed/index) and back out through search."""
+
+import io
+import shutil
+import zipfile
+
+import pytest
+from django.db import transaction
+
+from ingest.actions import delete_document, ingest_document, rerun_document
+from ingest.models import Chunk, Document, Memory
+from ingest.pipeline import run_inline
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import IndexFilter
+from retrieval.request import parse_search_request
+from retrieval.search import search
+from tenants.access import permitted_scope
+from tests.conftest import DOCS, SHARED_DATA
+
+pytestmark = pytest.mark.usefixtures("lite_vector_settings")
+
+
+def ingest(scope, kb, path, name=None):
+    with open(path, "rb") as fh, transaction.atomic():
+        upload = ingest_document(scope, kb, fh, name or path.name)
+    return run_inline(upload.document.pk)
+
+
+def index_count(document, pk=None):
+    flt = IndexFilter(tenant_id=document.kb.tenant_id, kb_ids=(document.kb_id,), document_ids=(pk or document.pk,),
+                      statuses=())
+    return vector_index().count(flt), keyword_index().count(flt)
+
+
+def find(scope, query, method="hybrid", **extra):
+    return search(scope, parse_search_request({"query": query, "method": method, **extra}))
+
+
+@pytest.fixture
+def alice_scope(world):
+    return permitted_scope(world.alice, write=True)
+
+
+def test_a_text_pdf_becomes_chunks_episodes_and_facts_found_with_their_page(world, alice_scope):
+    doc = ingest(alice_scope, world.docs, DOCS / "language-docs" / "fr_olap.pdf")
+    assert doc.status == "ready", doc.error
+    assert doc.detected_type == "pdf" and doc.page_count == 12 and doc.progress == 100
+    children = Chunk.objects.filter(document=doc, level="child")
+    assert children.count() == doc.chunk_count > 10
+    assert all(c.page for c in children) and all(c.section_path for c in children)
+    assert doc.episode_count == Chunk.objects.filter(document=doc, level="parent").count()
+    facts = Memory.objects.filter(document=doc, kind="atomic_fact")
+    assert facts.count() == doc.fact_count > doc.episode_count
+    assert all(f.parent.kind == "episode" and f.source_chunks.exists() for f in facts[:50])
+    # every chunk and every memory is in both indexes
+    assert index_count(doc) == (doc.chunk_count + doc.episode_count + doc.fact_count,) * 2
+
+    response = find(alice_scope, "langage QSL définitions préliminaires")
+    hits = response["facts"] + response["episodes"]
+    assert hits, response
+    source = hits[0]["sources"][0]
+    assert source["document_id"] == doc.pk and source["page"] >= 1 and source["section_path"]
+
+
+def test_every_format_family_is_ingested_with_its_structure(world, alice_scope):
+    cases = {
+        "fake.docx": lambda d: d.detected_type == "docx",
+        "fake-power-point.pptx": lambda d: Chunk.objects.filter(document=d, slide=1).exists(),
+        "stanley-cups.xlsx": lambda d: Chunk.objects.filter(document=d).exclude(sheet="").exists(),
+        "fake-email-attachment.eml": lambda d: any(
+            "attachment_of" in c.metadata for c in Chunk.objects.filter(document=d, level="parent")),
+        "stanley-cups.csv": lambda d: "Stanley" in Chunk.objects.filter(document=d).first().text,
+        "fake-html.html": lambda d: d.detected_type == "html",
+        "README.md": lambda d: any(c.section_path for c in Chunk.objects.filter(document=d)),
+    }
+    for name, check in cases.items():
+        path = DOCS / name if (DOCS / name).exists() else DOCS / "eml" / name
+        doc = ingest(alice_scope, world.docs, path)
+        assert doc.status == "ready", (name, doc.error)
+        assert doc.chunk_count and doc.episode_count, name
+        assert check(doc), name
+    vtt = next((SHARED_DATA / "docs" / "vtt" / "videojs-elephantsdream").glob("*.vtt"))
+    doc = ingest(alice_scope, world.docs, vtt)
+    assert doc.status == "ready", doc.error
+    timed = Chunk.objects.filter(document=doc, level="child").exclude(start_time=None)
+    assert timed.count() == doc.chunk_count and all(c.end_time >= c.start_time for c in timed)
+
+
+def test_running_a_document_twice_does_not_duplicate_anything(world, alice_scope):
+    doc = ingest(alice_scope, world.docs, DOCS / "fake-html.html")
+    before = (doc.chunk_count, doc.episode_count, doc.fact_count, index_count(doc))
+    memory_ids = set(Memory.objects.filter(document=doc).values_list("id", flat=True))
+    with transaction.atomic():
+        rerun_document(alice_scope, doc)
+    doc = run_inline(doc.pk)
+    assert doc.status == "ready"
+    assert (doc.chunk_count, doc.episode_count, doc.fact_count, index_count(doc)) == before
+    assert set(Memory.objects.filter(document=doc).values_list("id", flat=True)) == memory_ids
+
+
+def test_deleting_a_document_removes_it_from_the_database_and_both_indexes(world, alice_scope,
+                                                                         django_capture_on_commit_callbacks):
+    doc = ingest(alice_scope, world.docs, DOCS / "fake-html.html")
+    assert index_count(doc) != (0, 0)
+    stored, pk = doc.original.path, doc.pk
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        delete_document(alice_scope, doc)
+    assert not Document.objects.filter(pk=pk).exists()
+    assert not Memory.objects.filter(document_id=pk).exists()
+    assert index_count(doc, pk) == (0, 0)
+    assert not shutil.os.path.exists(stored)
+
+
+def _zip_bomb(path):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>')
+        z.writestr("word/document.xml", b"\0" * (300 * 1024 * 1024))
+
+
+def test_bad_files_fail_with_a_reason_and_lose_nothing(world, alice_scope, tmp_path, settings):
+    settings.LOCI_MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+    truncated = tmp_path / "truncated.pdf"
+    truncated.write_bytes((DOCS / "pdf" / "fake-memo.pdf").read_bytes()[:3000])
+    empty = tmp_path / "zero.txt"
+    empty.write_bytes(b"")
+    bomb = tmp_path / "bomb.docx"
+    _zip_bomb(bomb)
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"big text. " * 300_000)
+    mislabelled = tmp_path / "photo.pdf"
+    mislabelled.write_bytes((DOCS / "fake-html.html").read_bytes())
+    expectations = {
+        DOCS / "pdf" / "password.pdf": "password",
+        DOCS / "empty.txt": "empty",
+        empty: "empty",
+        truncated: "damaged",
+        bomb: "",
+        huge: "limit",
+        DOCS / "fake-encrypted.msg": "",
+    }
+    docs = {path: ingest(alice_scope, world.docs, path) for path in expectations}
+    good = ingest(alice_scope, world.docs, mislabelled)  # HTML named .pdf: parsed by content
+    assert good.status == "ready" and good.detected_type == "html", good.error
+    for path, words in expectations.items():
+        doc = docs[path]
+        if path == empty:  # same bytes as empty.txt: reported as a duplicate of it
+            continue
+        assert doc.status == "failed", path
+        assert doc.error and words.lower() in doc.error.lower(), (path, doc.error)
+        assert "Traceback" not in doc.error
+        assert doc.original.size == path.stat().st_size  # the original is kept
+
+
+def test_no_method_ever_returns_another_tenants_rows(world, alice_scope):
+    ingest(alice_scope, world.docs, DOCS / "fake-html.html")
+    charlie = permitted_scope(world.charlie, write=True)
+    ingest(charlie, world.secret, DOCS / "fake-html.html")
+    secret_docs = set(Document.objects.filter(kb=world.secret).values_list("pk", flat=True))
+    for method in ("keyword", "vector", "hybrid", "agentic"):
+        for filters in ({}, {"user_id": 'x" or tenant_id > 0 or "'}, {"session_id": "') OR 1=1 --"}):
+            response = find(alice_scope, "the cow and its worn hooves", method=method, filters=filters,
+                            memory_types=["episode", "atomic_fact", "chunk"])
+            items = response["facts"] + response["episodes"] + response["chunks"]
+            items += [f for e in response["episodes"] for f in e["atomic_facts"]]
+            cited = {s.get("document_id") for it in items for s in it["sources"]}
+            assert not cited & secret_docs, (method, filters)
+            if not filters:
+                assert items, method  # alice does find her own copy
+            else:
+                assert not items  # hostile values match nothing rather than everything
+
+
+def test_chunks_are_searchable_with_context(world, alice_scope):
+    doc = ingest(alice_scope, world.docs, DOCS / "stanley-cups.csv")
+    response = find(alice_scope, "Stanley Cup", memory_types=["chunk"], expand_context=True)
+    assert response["chunks"] and response["chunks"][0]["sources"][0]["document_id"] == doc.pk
+    assert response["chunks"][0]["context"]["text"]
