@@ -214,13 +214,13 @@ class Run:
         return {"episodes": episodes, "facts": facts}
 
     def assemble_flat(self, scored: list[tuple[str, float, dict]]) -> dict:
-        """Non-mRAG methods: episode hits with their fact hits nested, chunk hits apart; facts stays empty."""
+        """Non-mRAG methods: episode hits with their fact hits nested, chunk hits apart; facts stays empty.
+
+        A fact whose episode was not itself a hit is shown under that episode, marked `via_fact`.
+        """
         memories = results.load_memories(self.scope, [i for i, _, _ in scored])
         chunks = results.load_chunks(self.scope, [i for i, _, _ in scored])
-        episodes: dict[str, dict] = {}
-        order: list[str] = []
-        chunk_items = []
-        orphan_parents = {}
+        chunk_items, own_hits, nested, order = [], {}, {}, {}
         for item_id, score, scores in scored:
             if item_id in chunks:
                 chunk_items.append(results.chunk_item(chunks[item_id], score, scores,
@@ -231,24 +231,15 @@ class Run:
                 continue
             if memory.kind == "atomic_fact" and memory.parent_id:
                 key = f"memory:{memory.parent_id}"
-                if key not in episodes:
-                    orphan_parents[key] = score
-                    episodes[key] = None
-                    order.append(key)
-                episodes.setdefault(key + "#facts", []).append(results.fact_item(memory, score, scores))
-            elif item_id not in episodes or episodes[item_id] is None:
-                if item_id not in episodes:
-                    order.append(item_id)
-                episodes[item_id] = results.episode_item(memory, score, scores, [])
-        parents = results.load_memories(self.scope, list(orphan_parents))
-        out = []
-        for key in order:
-            item = episodes[key]
-            if item is None:
-                parent = parents.get(key)
-                if parent is None:
-                    continue
-                item = results.episode_item(parent, orphan_parents[key], {"via_fact": True}, [])
-            item["atomic_facts"] = episodes.get(key + "#facts", [])
-            out.append(item)
-        return {"episodes": out, "facts": [], "chunks": chunk_items}
+                nested.setdefault(key, []).append(results.fact_item(memory, score, scores))
+            else:
+                key = item_id
+                own_hits[key] = (memory, score, scores)
+            order.setdefault(key, score)  # the first (best) hit places the episode
+        holders = results.load_memories(self.scope, [k for k in order if k not in own_hits])
+        episodes = []
+        for key, first_score in order.items():
+            memory, score, scores = own_hits.get(key) or (holders.get(key), first_score, {"via_fact": True})
+            if memory is not None:
+                episodes.append(results.episode_item(memory, score, scores, nested.get(key, [])))
+        return {"episodes": episodes, "facts": [], "chunks": chunk_items}

@@ -1,0 +1,141 @@
+"""Search latency per method at 10k and 100k memories on the embedded stack (query embedding included).
+
+    python -m bench.latency [--sizes 10000,100000] [--queries 200]
+
+Memories are real sentences (LoCoMo turns and CMRC passages) grouped ten facts to an episode. Only
+a few thousand distinct texts are embedded; the other rows reuse those vectors with a little noise,
+since the cost of a search does not depend on what the vectors mean. Rows go into the database
+(search hydrates its hits from it) and both index projections, exactly as the pipeline writes them.
+"""
+
+import argparse
+import json
+import logging
+import re
+import time
+
+import numpy as np
+
+from bench.harness import SHARED_DATA, percentile, setup_django
+
+FACTS_PER_EPISODE = 10
+BASE_TEXTS = 3000
+
+
+def corpus_sentences() -> list[str]:
+    locomo = json.loads((SHARED_DATA / "locomo" / "locomo10_dev.json").read_text())
+    out = []
+    for conv in locomo:
+        c = conv["conversation"]
+        for key, turns in c.items():
+            if key.startswith("session_") and isinstance(turns, list):
+                out += [f"{t['speaker']}: {t['text']}" for t in turns]
+    cmrc = json.loads((SHARED_DATA / "zh" / "cmrc2018" / "cmrc2018_trial.squad.json").read_text())
+    for article in cmrc["data"]:
+        for p in article["paragraphs"]:
+            out += [s for s in re.split(r"(?<=[。！？])", p["context"]) if len(s) > 8]
+    return out
+
+
+def questions() -> list[str]:
+    locomo = json.loads((SHARED_DATA / "locomo" / "locomo10_dev.json").read_text())
+    cmrc = json.loads((SHARED_DATA / "zh" / "cmrc2018" / "cmrc2018_trial.squad.json").read_text())
+    qs = [qa["question"] for conv in locomo for qa in conv["qa"]]
+    qs += [qa["question"] for a in cmrc["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    return qs
+
+
+def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -> None:
+    from ingest.models import Memory
+    from retrieval.backends import keyword_index, vector_index
+    from retrieval.projection import row_for_memory
+
+    exclusive = False
+    made = 0
+    batch_rows = []
+    episodes_needed = size // (FACTS_PER_EPISODE + 1)
+    for e in range(episodes_needed):
+        i = rng.integers(len(texts))
+        episode = Memory(tenant=scope.tenant, kb=kb, kind="episode", text=" ".join(texts[(i + j) % len(texts)]
+                                                                                   for j in range(3)),
+                         topic=f"topic {e}", ordinal=e)
+        facts = [Memory(tenant=scope.tenant, kb=kb, kind="atomic_fact", parent=episode, ordinal=j,
+                        text=texts[(i + j) % len(texts)], topic=episode.topic) for j in range(FACTS_PER_EPISODE)]
+        for m in (episode, *facts):
+            m.content_hash = Memory.hash_text(m.text)
+        Memory.objects.bulk_create([episode])
+        Memory.objects.bulk_create(facts)
+        for offset, m in enumerate((episode, *facts)):
+            row = row_for_memory(m)
+            base = vectors[(i + max(0, offset - 1)) % len(texts)]
+            noisy = base + rng.normal(0, 0.02, size=base.shape).astype(np.float32)
+            row.vector = (noisy / np.linalg.norm(noisy)).tolist()
+            batch_rows.append(row)
+        made += 1 + FACTS_PER_EPISODE
+        if len(batch_rows) >= 2000:
+            vector_index().upsert(batch_rows, exclusive=exclusive)
+            keyword_index().upsert(batch_rows, exclusive=exclusive)
+            batch_rows = []
+    if batch_rows:
+        vector_index().upsert(batch_rows, exclusive=exclusive)
+        keyword_index().upsert(batch_rows, exclusive=exclusive)
+
+
+def measure(scope, queries: list[str], methods) -> dict:
+    from retrieval.embeddings import embedder
+    from retrieval.request import parse_search_request
+    from retrieval.search import search
+
+    out = {}
+    for method in methods:
+        times = []
+        for q in queries:  # query embeddings are never cached, so each search embeds its query
+            t0 = time.perf_counter()
+            search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
+            times.append((time.perf_counter() - t0) * 1000)
+        out[method] = {"p50": round(percentile(times, 50), 1), "p95": round(percentile(times, 95), 1)}
+    t = []
+    for q in queries:
+        t0 = time.perf_counter()
+        embedder().embed_query(q)
+        t.append((time.perf_counter() - t0) * 1000)
+    out["query embedding alone"] = {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)}
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--methods", default="keyword,vector,hybrid")
+    args = parser.parse_args(argv)
+    setup_django()
+    logging.disable(logging.INFO)
+    from bench.harness import make_scope
+    from retrieval.embeddings import embedder
+
+    rng = np.random.default_rng(7)
+    texts = corpus_sentences()
+    picked = [texts[i] for i in rng.choice(len(texts), size=min(BASE_TEXTS, len(texts)), replace=False)]
+    t0 = time.perf_counter()
+    vectors = np.asarray(embedder().embed_documents(picked), dtype=np.float32)
+    embed_seconds = time.perf_counter() - t0
+    qs = [questions()[i] for i in rng.choice(len(questions()), size=args.queries, replace=False)]
+    results = {"embedded texts": len(picked), "embedding seconds": round(embed_seconds, 1), "sizes": {}}
+    total = 0
+    scope = kb = None
+    for size in sorted(int(s) for s in args.sizes.split(",")):
+        scope, kb = make_scope("latency", "latency")
+        t0 = time.perf_counter()
+        populate(size - total, picked, vectors, scope, kb, rng)
+        total = size
+        load_seconds = time.perf_counter() - t0
+        measure(scope, qs[:20], args.methods.split(","))  # warm-up: jieba, model, page cache
+        results["sizes"][size] = {"load seconds": round(load_seconds, 1),
+                                  **measure(scope, qs, args.methods.split(","))}
+        print(json.dumps({size: results["sizes"][size]}), flush=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
