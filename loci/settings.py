@@ -9,6 +9,7 @@ from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LOCI_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its file's folder
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY") or ("insecure-dev-key-change-me" if DEBUG or not env_bool("LOCI_REQUIRE_SECRET", False) else "")
