@@ -2,11 +2,16 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from loci import health
+
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("ingest.api.urls")),
+    path("api/v1/", include("ingest.api.memory_urls")),
     path("api/v1/", include("retrieval.api.urls")),
+    path("", include("loci.console_urls")),
 ]

@@ -6,36 +6,19 @@ from functools import lru_cache
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-# Han, kana and hangul: scripts written without spaces, segmented with jieba instead of \w+ runs.
+from retrieval.text import tokenize
+
+# Han, kana and hangul: scripts written without spaces, so their terms are matched anywhere in a run.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_WORDS = re.compile(r"\w+")
-# Words too common to be worth a mark; the keyword index ignores them when scoring as well.
-_STOP_WORDS = frozenset(
-    "a an and are as at be by did do does for from had has have he her his how i in is it its of on or she "
-    "that the their them they this to was we were what when where which who why will with you your".split()
-)
-# Light English inflection, so "memo" also marks "memos" (the index stems or matches whole words).
+# Light English inflection, so "memo" also marks "memos" (BM25 matches whole terms only).
 _SUFFIXES = r"(?:s|es|ed|ing)?"
 
 
 def query_terms(query: str) -> list[str]:
-    """The query's searchable terms, longest first: Latin words and jieba tokens for CJK text."""
-    terms = set()
-    for run in _WORDS.findall(query.lower()):
-        if _CJK.search(run):
-            terms.update(_cjk_terms(run))
-        elif len(run) >= 2 and run not in _STOP_WORDS:
-            terms.add(run)
+    """The query's terms as BM25 sees them (jieba for Chinese, stop words dropped), longest first."""
+    # One-letter terms ("b" from "<b>") would mark stray letters everywhere.
+    terms = {t for t in tokenize(query) if len(t) >= 2}
     return sorted(terms, key=lambda t: (-len(t), t))
-
-
-def _cjk_terms(run: str) -> set[str]:
-    import jieba  # loads its dictionary on first use; only Chinese queries pay for it
-
-    tokens = {t.strip() for t in jieba.cut_for_search(run) if t.strip()}
-    # Single characters mark nearly everything; keep them only when the query is one character.
-    longer = {t for t in tokens if len(t) >= 2}
-    return longer or tokens
 
 
 @lru_cache(maxsize=256)

@@ -1,0 +1,301 @@
+"""Conversation memory writes: accumulate chat turns, extract MemCells into memories, delete memories.
+
+Every action takes the caller's scope and the knowledge base explicitly. Segmentation and
+extraction (which may call an LLM) run outside any transaction; each MemCell is then written in
+its own short transaction that first claims its messages with a conditional update, so two
+concurrent flushes of one session never extract the same turns twice, and a failure part-way
+leaves the finished MemCells written and the rest still pending for the next flush. Indexes are
+updated on commit.
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from ingest.conversation.boundaries import boundary_detector
+from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
+from ingest.conversation.segmentation import Turn, segment_turns
+from ingest.extraction import extractor
+from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.models import Memory, MemoryHistory, Message
+from ingest.pipeline import memory_uuid
+from tenants.access import Scope
+from tenants.models import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+# The KB conversation memories go to when a request names none (see `conversation_kb`).
+CONVERSATIONS_KB = "conversations"
+
+
+class ConversationError(ValueError):
+    """A request the caller must fix (HTTP 400)."""
+
+
+@dataclass
+class ExtractionCounts:
+    segments: int = 0
+    episodes: int = 0
+    facts: int = 0
+    merged: int = 0  # extracted facts folded into an existing duplicate
+    superseded: int = 0  # older facts marked superseded
+    forced: int = 0  # MemCells closed by a hard limit
+
+    def as_dict(self) -> dict:
+        return {"segments": self.segments, "episodes": self.episodes, "facts": self.facts,
+                "merged_duplicates": self.merged, "superseded": self.superseded}
+
+
+def conversation_kb(scope: Scope, slug: str | None) -> KnowledgeBase:
+    """The named KB; else one called "conversations"; else the caller's first KB by slug.
+
+    Nothing is created on demand: a KB made here would be invisible to a KB-limited API key.
+    """
+    kbs = KnowledgeBase.objects.filter(tenant=scope.tenant, id__in=scope.kb_ids).order_by("slug")
+    if slug:
+        kb = kbs.filter(slug=slug).first()
+        if kb is None:
+            raise ConversationError(f"Unknown knowledge base '{slug}'.")
+        return kb
+    kb = kbs.filter(slug=CONVERSATIONS_KB).first() or kbs.first()
+    if kb is None:
+        raise ConversationError("The caller may use no knowledge base; create one (e.g. 'conversations') first.")
+    return kb
+
+
+def stable_message_id(session_id: str, timestamp, sender: str, content: str) -> str:
+    """An id for a message posted without one: the same message posted twice gets the same id."""
+    raw = "\x1f".join([session_id, timestamp.isoformat(), sender, content])
+    return "gen-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def speaker(message: Message) -> str:
+    return message.sender_name or message.sender_id or message.role
+
+
+def turn_for(message: Message) -> Turn:
+    return Turn(message.message_id, speaker(message), message.content, message.timestamp, message.session_id)
+
+
+def pending_messages(kb: KnowledgeBase, user_id: str, session_id: str):
+    return Message.objects.filter(kb=kb, user_id=user_id, session_id=session_id, segment_id__isnull=True)
+
+
+def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, messages: list[dict],
+                        agent_id: str = "", group_id: str = "") -> dict:
+    """Store the turns at once (idempotent by message id), then extract the MemCells they complete."""
+    rows, seen = [], set()
+    for m in messages:
+        sender = m.get("sender_name") or m.get("sender_id") or m.get("role") or ""
+        message_id = m.get("message_id") or stable_message_id(session_id, m["timestamp"], sender, m["content"])
+        if message_id in seen:
+            continue
+        seen.add(message_id)
+        rows.append(Message(tenant=scope.tenant, kb=kb, user_id=user_id, agent_id=agent_id, group_id=group_id,
+                            session_id=session_id, message_id=message_id, sender_id=m.get("sender_id") or "",
+                            sender_name=m.get("sender_name") or "", role=m.get("role") or "",
+                            content=m["content"], timestamp=m["timestamp"]))
+    with transaction.atomic():
+        # The unique (kb, user_id, session_id, message_id) constraint makes a re-post a no-op.
+        Message.objects.bulk_create(rows, ignore_conflicts=True)
+    counts = extract_session(scope, kb, user_id=user_id, session_id=session_id, final=False)
+    waiting = pending_messages(kb, user_id, session_id).count()
+    if not counts.segments:
+        return {"status": "accumulated", "message_count": waiting}
+    return {"status": "extracted", "message_count": waiting, "forced": bool(counts.forced), **counts.as_dict()}
+
+
+def flush_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str) -> dict:
+    """Segment and extract everything accumulated for the session, the tail included."""
+    counts = extract_session(scope, kb, user_id=user_id, session_id=session_id, final=True)
+    if not counts.segments:
+        return {"status": "no_extraction"}
+    return {"status": "extracted", **counts.as_dict()}
+
+
+def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, final: bool) -> ExtractionCounts:
+    """Cut the session's pending turns into MemCells and extract every complete one."""
+    pending = list(pending_messages(kb, user_id, session_id).order_by("timestamp", "id"))
+    counts = ExtractionCounts()
+    if not pending:
+        return counts
+    cut = segment_turns([turn_for(m) for m in pending], boundary_detector(), final=final)
+    counts.forced = cut.forced
+    by_id = {m.message_id: m for m in pending}
+    recent = Recent()
+    for segment in cut.segments:
+        extract_segment(scope, kb, [by_id[t.message_id] for t in segment], counts=counts, recent=recent)
+    return counts
+
+
+def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *, counts: ExtractionCounts,
+                    recent: Recent) -> Memory | None:
+    """One MemCell → an episode and its atomic facts; None when another request claimed the turns first."""
+    from retrieval.embeddings import embedder
+
+    first, last = messages[0], messages[-1]
+    user_id, session_id = first.user_id, first.session_id
+    segment_id = memory_uuid("memcell", kb.pk, user_id, session_id, first.message_id, last.message_id, len(messages))
+    participants = list(dict.fromkeys(s for s in map(speaker, messages) if s))
+    unit = ExtractionUnit(
+        topic_hint="",
+        passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp) for m in messages],
+        language=kb.language,
+        reference_time=first.timestamp,
+        context={"participants": participants, "session_id": session_id},
+    )
+    engine = extractor()
+    extracted = engine.extract(unit)
+    mode = getattr(extracted, "mode", engine.mode)
+    cited = {m.message_id for m in messages}
+    facts = [f for f in extracted.facts if f.text.strip()]
+    by_message = {m.message_id: speaker(m) for m in messages}
+    texts = [attributed(f.text.strip(), f.subject or by_message.get(next(iter(f.source_ids), ""), "")) for f in facts]
+    # Embedded here for the duplicate check; the embedding cache hands the same vectors to indexing.
+    vectors = embedder().embed_documents(texts) if texts else None
+    plans = plan_facts(kb, user_id, texts, vectors, recent) if texts else []
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            claimed = Message.objects.filter(pk__in=[m.pk for m in messages], segment_id__isnull=True)
+            if claimed.update(segment_id=segment_id) != len(messages):
+                raise _AlreadyClaimed
+            episode = Memory.objects.create(
+                id=memory_uuid("conv", kb.pk, user_id, segment_id, "episode"), tenant_id=kb.tenant_id, kb=kb,
+                kind=Memory.Kind.EPISODE, text=extracted.summary or _fallback_summary(messages),
+                topic=(extracted.topic or "")[:300], source_message_ids=[m.message_id for m in messages],
+                user_id=user_id, session_id=session_id, segment_id=segment_id,
+                occurred_at=extracted.occurred_at or first.timestamp, extraction_mode=mode,
+                metadata={"participants": participants, "message_count": len(messages),
+                          "start": first.timestamp.isoformat(), "end": last.timestamp.isoformat()},
+            )
+            created, changed = _write_facts(kb, episode, facts, texts, plans, cited, mode, scope.actor, now)
+            history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
+                                     new_text=m.text, new_status=m.status, actor=scope.actor,
+                                     reason=f"extracted from session {session_id}"[:300], created_at=now)
+                       for m in (episode, *created)]
+            MemoryHistory.objects.bulk_create(history)
+            transaction.on_commit(lambda: _index([episode, *created, *changed]))
+    except _AlreadyClaimed:
+        log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
+        return None
+    for plan, memory in zip([p for p in plans if p.duplicate_of is None], created):
+        recent.add(memory, vectors[plan.index])
+    counts.segments += 1
+    counts.episodes += 1
+    counts.facts += len(created)
+    counts.merged += sum(1 for p in plans if p.duplicate_of is not None)
+    counts.superseded += sum(1 for m in changed if m.status == Memory.Status.SUPERSEDED)
+    return episode
+
+
+def attributed(text: str, who: str) -> str:
+    """A statement that names nobody is prefixed with its speaker: in a chat log "The kids loved it" means
+    nothing without knowing whose kids, and questions name the person they are about."""
+    if not who or who.lower() in text.lower() or who.split()[0].lower() in text.lower():
+        return text
+    return f"{who}: {text}"
+
+
+class _AlreadyClaimed(Exception):
+    pass
+
+
+def _write_facts(kb, episode: Memory, facts, texts, plans: list[FactPlan], cited: set[str], mode: str, actor: str,
+                 now) -> tuple[list[Memory], list[Memory]]:
+    """Create the new facts, merge sources into duplicates, supersede contradicted facts."""
+    created, changed, merged = [], {}, {}
+    for plan in plans:
+        fact = facts[plan.index]
+        sources = [s for s in dict.fromkeys(fact.source_ids) if s in cited] or list(episode.source_message_ids[:1])
+        if plan.duplicate_of is not None:
+            target = merged.setdefault(plan.duplicate_of.pk, plan.duplicate_of)
+            target.source_message_ids = list(dict.fromkeys([*target.source_message_ids, *sources]))
+            continue
+        created.append(Memory(
+            id=memory_uuid("conv", kb.pk, episode.user_id, episode.segment_id, "fact", plan.index),
+            tenant_id=kb.tenant_id, kb=kb, kind=Memory.Kind.ATOMIC_FACT, parent=episode, ordinal=plan.index,
+            text=texts[plan.index], topic=episode.topic, source_message_ids=sources, user_id=episode.user_id,
+            session_id=episode.session_id, segment_id=episode.segment_id,
+            occurred_at=fact.occurred_at or episode.occurred_at, extraction_mode=mode,
+            content_hash=Memory.hash_text(texts[plan.index]), metadata={"subject": fact.subject or ""},
+        ))
+    Memory.objects.bulk_create(created)
+    for target in merged.values():
+        Memory.objects.filter(pk=target.pk).update(source_message_ids=target.source_message_ids, updated_at=now)
+    history = []
+    by_index = {m.ordinal: m for m in created}
+    for plan in plans:
+        for old in plan.supersedes:
+            if old.pk in changed or old.status != Memory.Status.ACTIVE:
+                continue
+            new = by_index[plan.index]
+            history.append(MemoryHistory(memory_id=old.pk, tenant_id=kb.tenant_id, event=MemoryHistory.Event.UPDATE,
+                                         old_text=old.text, new_text=old.text, old_status=old.status,
+                                         new_status=Memory.Status.SUPERSEDED, actor=actor, created_at=now,
+                                         reason=f"superseded by {new.pk}: {new.text}"[:300]))
+            old.status, old.superseded_by = Memory.Status.SUPERSEDED, new
+            old.save(update_fields=["status", "superseded_by", "updated_at"])
+            changed[old.pk] = old
+    MemoryHistory.objects.bulk_create(history)
+    return created, list(changed.values())
+
+
+def _fallback_summary(messages: list[Message]) -> str:
+    return " ".join(f"{speaker(m)}: {m.content}" for m in messages)[:500]
+
+
+def _index(memories: list[Memory]) -> None:
+    from retrieval.projection import index_memories
+
+    index_memories(memories)
+
+
+def delete_memory(scope: Scope, memory: Memory) -> int:
+    """Delete one memory (an episode takes its facts along) from the database and both indexes."""
+    doomed = [memory, *memory.facts.all()] if memory.kind == Memory.Kind.EPISODE else [memory]
+    with transaction.atomic():
+        _record_deletes(scope, doomed)
+        Memory.objects.filter(pk__in=[m.pk for m in doomed]).delete()
+        transaction.on_commit(lambda: _unindex(doomed))
+    return len(doomed)
+
+
+def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: str | None = None) -> int:
+    """Delete a user's (or one session's) memories and raw messages from the database and both indexes."""
+    kb_ids = tuple(sorted(set(kb_ids) & scope.kb_ids))
+    memories = Memory.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
+    messages = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
+    if session_id is not None:
+        memories, messages = memories.filter(session_id=session_id), messages.filter(session_id=session_id)
+    with transaction.atomic():
+        doomed = list(memories.only("id", "tenant_id", "text", "status"))
+        _record_deletes(scope, doomed)
+        memories.delete()
+        messages.delete()
+
+        def unindex():
+            from retrieval.projection import remove_scope_rows
+
+            remove_scope_rows(scope.tenant, kb_ids, user_id=user_id, session_id=session_id)
+
+        if kb_ids:
+            transaction.on_commit(unindex)
+    return len(doomed)
+
+
+def _record_deletes(scope: Scope, memories: list[Memory]) -> None:
+    now = timezone.now()
+    MemoryHistory.objects.bulk_create(
+        [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
+                       old_status=m.status, actor=scope.actor, reason="deleted through the API", created_at=now)
+         for m in memories], batch_size=500)
+
+
+def _unindex(memories: list[Memory]) -> None:
+    from retrieval.projection import remove_memory_rows
+
+    remove_memory_rows(memories)

@@ -1,0 +1,214 @@
+"""Deciding what a newly extracted fact does to a user's memory: add, merge into a duplicate, supersede.
+
+Reads only; `ingest.conversation.actions` writes the plan in its transaction.
+
+- Same content hash as an active fact of the same user (and KB) → merge: no second row, the new
+  message ids join the existing fact's sources.
+- Cosine ≥ DUPLICATE_COSINE to such a fact (found through the vector index, or among facts written
+  earlier in the same call, which the index has not seen yet) → merge the same way.
+- Otherwise a new fact. It supersedes an older fact of the same user that states another value of
+  the same attribute of the same subject: with an LLM, the model decides among the similar older
+  facts; without one, `claim()` patterns ("X lives in A", "X's favourite Y is A", "X works at/as A",
+  "X is married to A", Chinese 住在/在…工作/最喜欢的…是) must agree on subject and attribute, differ in
+  value, and the two facts must be at least SUPERSEDE_MIN_COSINE similar.
+"""
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ingest.models import Memory
+
+log = logging.getLogger(__name__)
+
+# multilingual-e5-small puts paraphrases of one statement above ~0.95 and merely related
+# statements about the same person at 0.85-0.93 (measured on LoCoMo facts), so 0.95 merges
+# restatements only.
+DUPLICATE_COSINE = 0.95
+# Below this, two facts are about different things even when a pattern matches both
+# ("Caroline lives in fear of…" is no address).
+SUPERSEDE_MIN_COSINE = 0.80
+# Older facts fetched per new fact from the vector index (duplicates and supersede candidates).
+NEIGHBOURS = 5
+
+_S = r"(?P<s>[^,.;:!?，。]{1,80}?)"
+_O = r"(?P<o>[^;!?。；]+?)"
+_WHEN = r"(?:now |still |currently |recently |just )?"
+CLAIM_PATTERNS = [
+    ("lives_in", re.compile(rf"^{_S} {_WHEN}(?:lives|is living|resides|has moved|moved|relocated) (?:in|to) {_O}\.?$", re.I)),
+    ("works_at", re.compile(rf"^{_S} {_WHEN}(?:works|is working) (?:at|for) {_O}\.?$", re.I)),
+    ("works_as", re.compile(rf"^{_S} {_WHEN}(?:works|is working) as (?:an? )?{_O}\.?$", re.I)),
+    ("favourite", re.compile(rf"^{_S}'s (?:new )?favou?rite (?P<k>[\w -]{{1,40}}?) is {_O}\.?$", re.I)),
+    ("partner", re.compile(rf"^{_S} is {_WHEN}(?:married to|engaged to|dating) {_O}\.?$", re.I)),
+    ("lives_in", re.compile(r"^(?P<s>[^，。\s]{1,20}?)(?:现在|目前)?(?:住在|搬到了?)(?P<o>[^，。]+)")),
+    ("works_at", re.compile(r"^(?P<s>[^，。\s]{1,20}?)(?:现在|目前)?在(?P<o>[^，。]+?)(?:工作|上班)")),
+    ("favourite", re.compile(r"^(?P<s>[^，。\s]{1,20}?)最喜欢的(?P<k>[^，。]{1,10}?)是(?P<o>[^，。]+)")),
+]
+# Trailing words that do not change the value: "Boston now", "Boston these days".
+_VALUE_TAIL = re.compile(r"(?:,|\s*\(|\s+(?:and|with|since|for|because|but|where|which|as|last|this|next|yesterday|"
+                         r"today|ago)\b).*$|\s+(?:now|currently|these days)$", re.I)
+
+
+@dataclass(frozen=True)
+class Claim:
+    attribute: str
+    subject: str
+    value: str
+
+
+def claim(text: str) -> Claim | None:
+    """The (attribute, subject, value) a fact states, when it matches one of the patterns."""
+    text = text.strip()
+    for attribute, pattern in CLAIM_PATTERNS:
+        m = pattern.match(text)
+        if not m:
+            continue
+        value = _VALUE_TAIL.sub("", m.group("o").strip(" .\"'")).strip().lower()
+        if not value:
+            return None
+        kind = f"{attribute}:{m.group('k').strip().lower()}" if "k" in m.groupdict() and m.group("k") else attribute
+        return Claim(kind, m.group("s").strip().lower(), value)
+    return None
+
+
+def contradicts(new: Claim | None, old: Claim | None) -> bool:
+    if new is None or old is None or new.attribute != old.attribute or new.subject != old.subject:
+        return False
+    return new.value not in old.value and old.value not in new.value
+
+
+@dataclass
+class FactPlan:
+    index: int  # position in the extracted facts
+    duplicate_of: Memory | None = None  # merge into this one instead of creating a row
+    supersedes: list[Memory] = field(default_factory=list)
+
+
+@dataclass
+class Recent:
+    """Facts written earlier in this call, with their vectors: the index may not hold them yet."""
+
+    memories: list[Memory] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, memory: Memory, vector: np.ndarray) -> None:
+        self.memories.append(memory)
+        self.vectors.append(vector)
+
+    def nearest(self, vector: np.ndarray) -> tuple[Memory | None, float]:
+        if not self.vectors:
+            return None, -1.0
+        sims = np.vstack(self.vectors) @ vector
+        best = int(np.argmax(sims))
+        return self.memories[best], float(sims[best])
+
+
+def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: Recent) -> list[FactPlan]:
+    """What to do with each new fact text of one segment (see the module docstring)."""
+    hashes = [Memory.hash_text(t) for t in texts]
+    scope = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
+                                  status=Memory.Status.ACTIVE)
+    by_hash = {m.content_hash: m for m in scope.filter(content_hash__in=set(hashes))}
+    by_hash.update({m.content_hash: m for m in recent.memories if m.content_hash in set(hashes)})
+    plans, similar_for = [], {}
+    for i, (text, digest) in enumerate(zip(texts, hashes)):
+        if digest in by_hash:
+            plans.append(FactPlan(i, duplicate_of=by_hash[digest]))
+            continue
+        neighbours = _index_neighbours(kb, user_id, vectors[i])
+        near, score = recent.nearest(vectors[i])
+        if near is not None:
+            neighbours.append((near, score))
+        best = max(neighbours, key=lambda pair: pair[1], default=(None, -1.0))
+        if best[0] is not None and best[1] >= DUPLICATE_COSINE:
+            plans.append(FactPlan(i, duplicate_of=best[0]))
+            continue
+        plans.append(FactPlan(i))
+        similar_for[i] = [m for m, s in neighbours if s >= SUPERSEDE_MIN_COSINE]
+    _plan_supersedes(kb, user_id, texts, vectors, plans, similar_for)
+    return plans
+
+
+def _index_neighbours(kb, user_id: str, vector: np.ndarray) -> list[tuple[Memory, float]]:
+    from retrieval.backends import vector_index
+    from retrieval.backends.base import IndexFilter
+    from tenants.models import Tenant
+
+    flt = IndexFilter(tenant_id=kb.tenant_id, kb_ids=(kb.pk,), exclusive=kb.tenant.isolation == Tenant.Isolation.EXCLUSIVE,
+                      kinds=("atomic_fact",), user_id=user_id)
+    hits = vector_index().search([float(x) for x in vector], flt, NEIGHBOURS, min_score=SUPERSEDE_MIN_COSINE)
+    rows = Memory.objects.in_bulk([h.id.split(":", 1)[1] for h in hits])
+    return [(rows[h.id.split(":", 1)[1]], h.score) for h in hits if h.id.split(":", 1)[1] in rows
+            and rows[h.id.split(":", 1)[1]].status == Memory.Status.ACTIVE]
+
+
+def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar_for: dict[int, list[Memory]]) -> None:
+    from django.conf import settings
+
+    fresh = [p for p in plans if p.duplicate_of is None]
+    if not fresh:
+        return
+    if getattr(settings, "LLM_ENABLED", False) and any(similar_for.get(p.index) for p in fresh):
+        try:
+            return _llm_supersedes(texts, plans, similar_for)
+        except Exception as exc:  # LlmError or a reply that names no known fact: the heuristic still works
+            log.warning("LLM supersede check failed, using the pattern heuristic: %s", exc)
+    for plan in fresh:
+        new_claim = claim(texts[plan.index])
+        if new_claim is None:
+            continue
+        candidates = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
+                                           status=Memory.Status.ACTIVE, text__istartswith=new_claim.subject)
+        olds = [m for m in candidates if contradicts(new_claim, claim(m.text))]
+        if olds:
+            old_vectors = _embed([m.text for m in olds])
+            plan.supersedes = [m for m, v in zip(olds, old_vectors)
+                               if float(v @ vectors[plan.index]) >= SUPERSEDE_MIN_COSINE]
+
+
+SUPERSEDE_PROMPT = """Older facts about a user are listed with letters, new facts with numbers.
+For each new fact, list the older facts it makes out of date: the same subject and the same attribute
+(where someone lives, works, a favourite, a relationship status, a plan) now with a different value.
+Facts that only add detail or are about something else are not out of date.
+
+Older facts:
+{old}
+
+New facts:
+{new}
+
+Reply with only a JSON object: {{"superseded": [{{"new": <number>, "old": [<letters>]}}]}}"""
+
+
+def _llm_supersedes(texts, plans: list[FactPlan], similar_for: dict[int, list[Memory]]) -> None:
+    from loci.llm import complete_json
+
+    olds: dict[str, Memory] = {}
+    for memories in similar_for.values():
+        for m in memories:
+            olds.setdefault(str(m.pk), m)
+    letters = {_letter(i): m for i, m in enumerate(olds.values())}
+    numbered = {n: p for n, p in enumerate((p for p in plans if p.index in similar_for), start=1)}
+    prompt = SUPERSEDE_PROMPT.format(old="\n".join(f"{k}. {m.text}" for k, m in letters.items()),
+                                     new="\n".join(f"{n}. {texts[p.index]}" for n, p in numbered.items()))
+
+    def check(obj):
+        for item in obj["superseded"]:
+            if item["new"] not in numbered or any(k not in letters for k in item["old"]):
+                raise ValueError("a reply names a fact that was not listed")
+
+    reply = complete_json([{"role": "user", "content": prompt}], schema_check=check, temperature=0.0)
+    for item in reply["superseded"]:
+        numbered[item["new"]].supersedes = [letters[k] for k in dict.fromkeys(item["old"])]
+
+
+def _letter(i: int) -> str:
+    return chr(ord("A") + i % 26) + (str(i // 26) if i >= 26 else "")
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    from retrieval.embeddings import embedder
+
+    return embedder().embed_documents(texts)

@@ -1,0 +1,267 @@
+"""Console pages for ingestion: upload, documents, a document's structure and memories, the memory browser."""
+
+import datetime
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Count, Prefetch, Q
+from django.http import FileResponse, Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_GET, require_POST
+
+from ingest.actions import delete_document, rerun_document
+from ingest.models import Chunk, Document, Memory
+from tenants.views import console_scope, current_kb, render_page
+
+DOCUMENTS_PER_PAGE = 25
+MEMORIES_PER_PAGE = 30
+# Parents per page of a document's structure: long books stay fast; ?chunk=<id> finds the right page.
+PARENTS_PER_PAGE = 60
+MAX_STATUS_IDS = 200
+STAGES = ["queued", "parsing", "extracting", "indexing", "ready"]
+
+
+def location_label(loc: dict) -> str:
+    """'p. 3 · slide 2 · sheet “Q1” · 01:02–01:30' from a chunk's or a source's location fields."""
+    parts = []
+    if loc.get("page") is not None:
+        parts.append(f"p. {loc['page']}")
+    if loc.get("slide") is not None:
+        parts.append(f"slide {loc['slide']}")
+    if loc.get("sheet"):
+        parts.append(f"sheet “{loc['sheet']}”")
+    if loc.get("start_time") is not None:
+        span = _clock(loc["start_time"])
+        if loc.get("end_time") is not None:
+            span += f"–{_clock(loc['end_time'])}"
+        parts.append(span)
+    if loc.get("speaker"):
+        parts.append(loc["speaker"])
+    return " · ".join(parts)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+def status_payload(document: Document) -> dict:
+    return {
+        "id": document.pk,
+        "filename": document.filename,
+        "status": document.status,
+        "stage": document.stage,
+        "progress": document.progress,
+        "error": document.error,
+        "finished": document.is_finished,
+        "chunk_count": document.chunk_count,
+        "episode_count": document.episode_count,
+        "fact_count": document.fact_count,
+        "url": f"/documents/{document.pk}/",
+    }
+
+
+# --- upload -----------------------------------------------------------------------------------------
+
+@login_required
+def upload(request):
+    """The page only; files go to the REST API (POST /api/v1/documents) from app.js, one request per file."""
+    scope = console_scope(request, write=True)
+    kbs = list(scope.knowledge_bases().order_by("name"))
+    chosen = current_kb(request, scope) or (kbs[0] if kbs else None)
+    return render_page(request, scope, "ingest/upload.html", {
+        "section": "upload", "kbs": kbs, "chosen_kb": chosen, "stages": STAGES,
+        "max_upload_bytes": settings.LOCI_MAX_UPLOAD_BYTES,
+    })
+
+
+@login_required
+@require_GET
+def document_status(request):
+    """Status of a set of documents (?ids=1,2,3) for the progress bars; ids outside the scope are left out."""
+    scope = console_scope(request)
+    try:
+        ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.strip()][:MAX_STATUS_IDS]
+    except ValueError:
+        return JsonResponse({"error": "ids must be a comma-separated list of integers."}, status=400)
+    documents = Document.objects.in_scope(scope).filter(pk__in=ids)
+    return JsonResponse({"documents": [status_payload(d) for d in documents]})
+
+
+# --- documents --------------------------------------------------------------------------------------
+
+def _kb_filter(request, scope) -> str:
+    """?kb=<slug>, or the switcher's knowledge base when the parameter is absent (?kb= means all)."""
+    if "kb" in request.GET:
+        return request.GET["kb"]
+    kb = current_kb(request, scope)
+    return kb.slug if kb else ""
+
+
+def _date(value: str):
+    try:
+        return datetime.date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+@login_required
+def document_list(request):
+    scope = console_scope(request)
+    params = request.GET
+    qs = Document.objects.in_scope(scope).select_related("kb")
+    kb_slug = _kb_filter(request, scope)
+    if kb_slug:
+        qs = qs.filter(kb__slug=kb_slug)
+    if params.get("status") in Document.Status.values:
+        qs = qs.filter(status=params["status"])
+    if params.get("type"):
+        qs = qs.filter(detected_type=params["type"])
+    if params.get("q"):
+        qs = qs.filter(filename__icontains=params["q"].strip())
+    since, until = _date(params.get("from", "")), _date(params.get("to", ""))
+    if since:
+        qs = qs.filter(created_at__date__gte=since)
+    if until:
+        qs = qs.filter(created_at__date__lte=until)
+    page = Paginator(qs, DOCUMENTS_PER_PAGE).get_page(params.get("page"))
+    types = (Document.objects.in_scope(scope).exclude(detected_type="").order_by("detected_type")
+             .values_list("detected_type", flat=True).distinct())
+    filtered = any(params.get(k) for k in ("status", "type", "q", "from", "to")) or bool(kb_slug)
+    return render_page(request, scope, "ingest/document_list.html", {
+        "section": "documents", "page": page, "types": list(types), "statuses": Document.Status.values,
+        "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "", "filtered": filtered,
+        "active_statuses": Document.ACTIVE_STATUSES,
+    })
+
+
+def _scoped_document(scope, pk) -> Document:
+    return get_object_or_404(Document.objects.in_scope(scope).select_related("kb"), pk=pk)
+
+
+@login_required
+def document_detail(request, pk):
+    scope = console_scope(request)
+    document = _scoped_document(scope, pk)
+    parents = document.chunks.filter(level=Chunk.Level.PARENT).order_by("ordinal")
+    paginator = Paginator(parents, PARENTS_PER_PAGE)
+    page_number = request.GET.get("page")
+    if request.GET.get("chunk", "").isdigit():  # a source link: open the page that holds this chunk
+        target = document.chunks.filter(pk=int(request.GET["chunk"])).first()
+        if target is not None:
+            ordinal = (target.parent if target.parent_id else target).ordinal
+            page_number = parents.filter(ordinal__lt=ordinal).count() // PARENTS_PER_PAGE + 1
+    page = paginator.get_page(page_number)
+    parent_rows = list(page.object_list.prefetch_related(
+        Prefetch("children", queryset=Chunk.objects.order_by("ordinal"))))
+    episodes = _episodes_by_parent(document, [p.pk for p in parent_rows], with_orphans=page.number == 1)
+    sections = [{
+        "chunk": p, "where": location_label(p.location), "children": [
+            {"chunk": c, "where": location_label(c.location)} for c in p.children.all()],
+        "episode": episodes.get(p.pk),
+    } for p in parent_rows]
+    orphans = episodes.get(None, [])
+    return render_page(request, scope, "ingest/document_detail.html", {
+        "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
+        "stages": STAGES, "can_rerun": scope.can_write and document.is_finished, "took": _took(document),
+    })
+
+
+def _took(document: Document) -> str:
+    if not (document.started_at and document.finished_at):
+        return ""
+    minutes, seconds = divmod(max(0, round((document.finished_at - document.started_at).total_seconds())), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+def _episodes_by_parent(document: Document, parent_ids: list[int], *, with_orphans: bool) -> dict:
+    """This page's episodes (with their facts) keyed by the parent chunk they summarise.
+
+    Episodes tied to no parent chunk (rare for documents) are listed under None, on the first page only.
+    """
+    wanted = Q(metadata__parent_chunk_id__in=parent_ids)
+    if with_orphans:
+        wanted |= Q(metadata__parent_chunk_id__isnull=True)
+    episodes = (document.memories.filter(wanted, kind=Memory.Kind.EPISODE).order_by("ordinal")
+                .prefetch_related(Prefetch("facts", queryset=Memory.objects.order_by("ordinal"),
+                                           to_attr="fact_list")))
+    by_parent = {}
+    for episode in episodes:
+        parent_id = episode.metadata.get("parent_chunk_id")
+        if parent_id is None:
+            by_parent.setdefault(None, []).append(episode)
+        else:
+            by_parent[parent_id] = episode
+    return by_parent
+
+
+@login_required
+def document_original(request, pk):
+    scope = console_scope(request)
+    document = _scoped_document(scope, pk)
+    try:
+        handle = document.original.open("rb")
+    except (FileNotFoundError, ValueError):
+        raise Http404("The original file is missing from storage.") from None
+    return FileResponse(handle, as_attachment=True, filename=document.filename)
+
+
+@login_required
+@require_POST
+def document_rerun(request, pk):
+    scope = console_scope(request, write=True)
+    document = _scoped_document(scope, pk)
+    if not document.is_finished:
+        messages.warning(request, f"“{document.filename}” is still {document.status}; wait for it to finish.")
+    else:
+        with transaction.atomic():
+            rerun_document(scope, document)
+        messages.success(request, f"Queued “{document.filename}” again.")
+    return redirect("console:document-detail", pk=document.pk)
+
+
+@login_required
+def document_delete(request, pk):
+    scope = console_scope(request, write=True)
+    document = _scoped_document(scope, pk)
+    if request.method == "POST":
+        name = document.filename
+        with transaction.atomic():
+            delete_document(scope, document)
+        messages.success(request, f"Deleted “{name}”, its chunks and its memories.")
+        return redirect("console:document-list")
+    summary = {"chunks": document.chunks.count(), "memories": document.memories.count()}
+    return render_page(request, scope, "ingest/document_delete.html",
+                       {"section": "documents", "document": document, "summary": summary})
+
+
+# --- memories ---------------------------------------------------------------------------------------
+
+@login_required
+def memory_list(request):
+    scope = console_scope(request)
+    params = request.GET
+    kind = params.get("kind") if params.get("kind") in (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT) \
+        else Memory.Kind.EPISODE
+    qs = Memory.objects.in_scope(scope).filter(kind=kind).select_related("kb", "document", "parent")
+    kb_slug = _kb_filter(request, scope)
+    if kb_slug:
+        qs = qs.filter(kb__slug=kb_slug)
+    status = params.get("status", Memory.Status.ACTIVE)
+    if status in Memory.Status.values:
+        qs = qs.filter(status=status)
+    if params.get("q"):
+        qs = qs.filter(Q(text__icontains=params["q"].strip()) | Q(topic__icontains=params["q"].strip()))
+    if kind == Memory.Kind.EPISODE:
+        qs = qs.annotate(fact_total=Count("facts"))
+    page = Paginator(qs.order_by("-created_at", "ordinal"), MEMORIES_PER_PAGE).get_page(params.get("page"))
+    return render_page(request, scope, "ingest/memory_list.html", {
+        "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
+        "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
+        "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE),
+        "can_curate": request.user.is_staff and request.user.has_perm("ingest.change_memory"),
+    })

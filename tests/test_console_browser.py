@@ -1,0 +1,250 @@
+"""The console end to end in a real browser, against real processes.
+
+A uvicorn web server and a `celery worker` run as subprocesses over one throwaway var dir (SQLite
+file, filesystem broker, keyword index, Milvus Lite), exactly as `manage.py up` runs them; nothing
+is eager. Chromium drives the pages as alice, then as charlie of another tenant. Screenshots of the
+main pages land in docs/screenshots/.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DOCS
+from tests.worker_process import PYTHON, REPO, Worker, app_env, free_port, stop_milvus_lite
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("LOCI_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOTS = REPO / "docs" / "screenshots"
+PDF, DOCX, EMPTY = DOCS / "pdf" / "fake-memo.pdf", DOCS / "fake.docx", DOCS / "empty.txt"
+ZH_TEXT = "项目预算会议纪要\n\n本项目的预算为四万欧元，由王芳负责。\n\n发布会定于三月十二日在上海举行。\n"
+PASSWORDS = {"alice": "alice-pw-123", "charlie": "charlie-pw-123"}
+PROCESSING_TIMEOUT_MS = 150_000
+
+SETUP = """
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
+call_command("collectstatic", interactive=False, verbosity=0)
+call_command("bootstrap", tenant="acme", kb="docs", user="alice", password="{alice}")
+call_command("bootstrap", tenant="globex", kb="secret", user="charlie", password="{charlie}")
+"""
+
+
+def _wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"web server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"web server did not answer {url} within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Base URL of a web server with a worker behind it; both stopped (by process group) afterwards."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    var = tmp_path_factory.mktemp("console")
+    env = app_env(var, DEBUG="0")
+    subprocess.run([PYTHON, "manage.py", "shell", "-c", SETUP.format(**PASSWORDS)], cwd=REPO, env=env, check=True,
+                   capture_output=True, timeout=180)
+    port = free_port()
+    web_log = var / "web.log"
+    with open(web_log, "ab") as log:
+        web = subprocess.Popen([PYTHON, "-m", "uvicorn", "loci.asgi:application", "--host", "127.0.0.1",
+                                "--port", str(port), "--no-access-log"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    worker = Worker(env, var / "worker.log", name="console").start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_for_http(base + "/login/", web, web_log)
+        worker.wait_ready()
+        yield base
+    finally:
+        if web.poll() is None:
+            os.killpg(web.pid, signal.SIGTERM)
+            try:
+                web.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(web.pid, signal.SIGKILL)
+                web.wait(timeout=15)
+        worker.stop(timeout=15)
+        stop_milvus_lite(var)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def sign_in(browser, base: str, username: str):
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=base)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto("/")  # anonymous: sent to the sign-in page first
+    assert "/login/" in page.url
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORDS[username])
+    page.click("button[type=submit]")
+    page.wait_for_url(base + "/")
+    page.js_errors = errors
+    return page
+
+
+def shot(page, name: str, *, full_page: bool = False) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    if full_page:
+        page.evaluate("window.scrollTo(0, 0)")  # the sticky header is drawn where the page is scrolled to
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
+
+def test_upload_watch_open_search_and_isolation(server, browser, tmp_path):
+    zh = tmp_path / "会议纪要.txt"
+    zh.write_text(ZH_TEXT, encoding="utf-8")
+    alice = sign_in(browser, server, "alice")
+
+    # Upload: every file gets its own row whose stage moves live while the worker runs.
+    alice.goto("/upload/")
+    alice.evaluate("""() => {
+        window.seenStages = new Set();
+        new MutationObserver(() => document.querySelectorAll('#upload-list [data-status-pill]')
+            .forEach((pill) => window.seenStages.add(pill.textContent.replace(/ \\d+%$/, ''))))
+          .observe(document.getElementById('upload-list'), {subtree: true, childList: true, characterData: true});
+    }""")
+    alice.set_input_files("#pick-files", [str(PDF), str(DOCX), str(zh), str(EMPTY)])
+    rows = alice.locator("#upload-list .upload-item")
+    assert rows.count() == 4
+    alice.wait_for_function("""() => [...document.querySelectorAll('#upload-list [data-status-pill]')]
+        .some((p) => ['parsing', 'extracting', 'indexing'].includes(p.textContent))""", timeout=PROCESSING_TIMEOUT_MS)
+    shot(alice, "upload-progress")
+    alice.wait_for_function("""() => [...document.querySelectorAll('#upload-list .upload-item')]
+        .every((row) => ['ready', 'failed'].includes(row.dataset.state))""", timeout=PROCESSING_TIMEOUT_MS)
+    states = rows.evaluate_all("rows => rows.map((r) => [r.querySelector('.file-name').textContent, r.dataset.state,"
+                               " r.querySelector('.upload-note').textContent])")
+    assert [state for _, state, _ in states] == ["ready", "ready", "ready", "failed"], states
+    seen = set(alice.evaluate("() => [...window.seenStages]"))
+    assert {"uploading", "ready"} <= seen and seen & {"queued", "parsing", "extracting", "indexing"}, seen
+    assert alice.locator("#upload-summary").inner_text() == "4 files · 3 ready · 1 failed"
+
+    # A failed file shows its reason and a retry button, which queues it again through the API.
+    failed = rows.nth(3)
+    assert states[3][2].strip(), "a failed file must say why"
+    assert not rows.nth(0).locator("[data-retry]").is_visible()
+    with alice.expect_response(lambda r: r.url.endswith("/rerun")) as rerun:
+        failed.locator("[data-retry]").click()
+    assert rerun.value.status == 202
+    state = "() => document.querySelectorAll('#upload-list .upload-item')[3].dataset.state"
+    alice.wait_for_function(f"() => ({state})() === 'working'")  # queued again, polled until it ends
+    alice.wait_for_function(f"() => ({state})() === 'failed'", timeout=PROCESSING_TIMEOUT_MS)
+    assert failed.locator("[data-retry]").is_visible()
+
+    # The same file again is reported as a duplicate, not ingested a second time.
+    alice.set_input_files("#pick-files", [str(PDF)])
+    alice.wait_for_selector('#upload-list .upload-item:nth-child(5)[data-state="duplicate"]', timeout=30_000)
+    assert "not ingested again" in alice.locator("#upload-list .upload-item:nth-child(5) .upload-note").inner_text()
+    alice.wait_for_timeout(600)  # let the last bar finish its transition before the picture
+    shot(alice, "upload-done", full_page=True)
+
+    # The document page: metadata, download link, parsed structure with anchors, episode and facts.
+    alice.locator("#upload-list .upload-item").first.locator("[data-open]").click()
+    alice.wait_for_selector(".section-block")
+    memo_url = alice.url
+    memo_id = re.search(r"/documents/(\d+)/", memo_url).group(1)
+    assert alice.locator("h1").inner_text() == "fake-memo.pdf"
+    assert alice.locator(f'a[href="/documents/{memo_id}/original/"]').count() == 1
+    assert "3 trucks" in alice.locator(".episode").first.inner_text()
+    alice.locator("[data-details-toggle=open]").click()
+    assert alice.locator(".chunk[id^=chunk-]").first.is_visible()
+    shot(alice, "document", full_page=True)
+
+    # Search for a fact of the memo: it comes back highlighted, with its page, and the source opens the chunk.
+    alice.goto("/search/")
+    alice.evaluate("document.activeElement.blur()")
+    alice.keyboard.press("/")  # the shortcut to the query box
+    alice.keyboard.type("How many trucks were used?")
+    alice.keyboard.press("Enter")
+    alice.wait_for_selector(".results-head")
+    fact = alice.locator(".result", has_text="3 trucks").first
+    assert fact.locator("mark", has_text="trucks").count() == 1
+    source = fact.locator("a.source-link").first
+    assert "fake-memo.pdf" in source.inner_text() and "p. 1" in source.inner_text()
+    assert re.search(r"ms$", alice.locator("[data-took]").inner_text())
+    alice.locator("[data-why-all]").click()
+    assert fact.locator(".why-table").first.is_visible()
+    assert "final" in fact.locator(".why-table").first.inner_text()
+    shot(alice, "search-why")
+    href = source.get_attribute("href")
+    chunk_id = href.rsplit("#chunk-", 1)[1]
+    source.click()
+    alice.wait_for_url(re.compile(rf"/documents/{memo_id}/.*#chunk-{chunk_id}$"))
+    assert alice.locator(f"#chunk-{chunk_id}").is_visible()  # its collapsed section was opened for it
+
+    # Chinese: jieba-segmented terms are highlighted.
+    alice.goto("/search/?q=" + "项目预算是多少" + "&method=hybrid&chunks=1")
+    zh_hit = alice.locator(".result", has_text="四万欧元").first
+    assert zh_hit.locator("mark").count() >= 1
+    shot(alice, "search-zh")
+
+    alice.goto("/memories/?kind=atomic_fact")
+    assert alice.locator(".memory", has_text="3 trucks").count() == 1
+    shot(alice, "memories")
+    alice.goto("/")
+    card = alice.locator(".kb-card", has_text="Docs")
+    assert card.locator("dd").first.inner_text() == "4" and "1 failed document" in card.inner_text()
+
+    # Knowledge bases: create one (the slug follows the name), then delete it behind its typed slug.
+    alice.click("text=New knowledge base")
+    alice.fill("#id_name", "Product handbook")
+    assert alice.input_value("#id_slug") == "product-handbook"
+    alice.fill("#id_description", "产品说明、发布计划与常见问题。")
+    alice.fill("#id_language", "zh")
+    alice.get_by_role("button", name="Create").click()
+    alice.wait_for_url(server + "/")
+    assert "Created knowledge base" in alice.locator(".flash").inner_text()
+    shot(alice, "kb-list")
+    alice.locator(".kb-card", has_text="Product handbook").locator("text=Delete").click()
+    delete = alice.locator("[data-confirm-target]")
+    assert delete.is_disabled()
+    alice.fill("#confirm-slug", "product-handbook")
+    assert delete.is_enabled()
+    shot(alice, "kb-delete")
+    delete.click()
+    alice.wait_for_url(server + "/")
+    assert alice.locator(".kb-card").count() == 1
+    assert alice.js_errors == []
+
+    # Another tenant sees none of it: not in lists, not by id, not in search, not in the status feed.
+    charlie = sign_in(browser, server, "charlie")
+    assert "fake-memo" not in charlie.content()
+    charlie.goto("/documents/")
+    assert charlie.locator("text=No documents yet").count() == 1
+    assert charlie.goto(memo_url).status == 404
+    assert charlie.goto(f"/documents/{memo_id}/original/").status == 404
+    charlie.goto("/search/?q=How+many+trucks+were+used%3F&method=hybrid&chunks=1")
+    assert charlie.locator(".result").count() == 0
+    assert charlie.locator("text=No results for").count() == 1
+    status = charlie.request.get(f"/documents/status.json?ids={memo_id}").json()
+    assert status == {"documents": []}
+    charlie.goto("/memories/?kind=atomic_fact")
+    assert charlie.locator(".memory").count() == 0
