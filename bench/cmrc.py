@@ -11,6 +11,7 @@ baselines over the same data: BM25 over whole passages and BM25 over sentences.
 
 import argparse
 import json
+import logging
 import re
 import sys
 import tempfile
@@ -91,6 +92,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     passages = load(Path(args.path), args.limit_passages)
     setup_django()
+    logging.disable(logging.WARNING)
 
     from django.db import transaction
 
