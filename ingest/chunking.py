@@ -4,13 +4,15 @@ import re
 from dataclasses import dataclass, field
 
 from ingest.parsing.base import Block, ParsedDocument, Section
-from ingest.tokens import count_tokens
+from ingest.tokens import count_tokens, encoding
 
 # Retrieval-sized children: big enough to carry a fact with its context, small enough that a
 # hit points at the answer. 400 is the upper bound the issue sets; blocks below MIN are packed
 # with their neighbours of the same kind.
 CHILD_MAX_TOKENS = 400
 CHILD_MIN_TOKENS = 100
+# Past this, a unit is cut into CHILD_MAX_TOKENS windows even inside a "sentence".
+HARD_MAX_TOKENS = 2 * CHILD_MAX_TOKENS
 # A parent is context for its children; very long sections are cut so a parent stays readable.
 PARENT_MAX_TOKENS = 2000
 
@@ -117,8 +119,16 @@ def _split_long(text: str, *, is_table: bool) -> list[str]:
         current_tokens += unit_tokens
     if current:
         parts.append(prefix + _join(current, is_table))
-    # A single sentence longer than the limit stays whole: never split inside a sentence.
-    return parts
+    # A sentence a little over the limit stays whole; a "sentence" many times over it (a CSV cell of
+    # 10,000 tokens, text with no punctuation) is no sentence, and is cut into windows.
+    return [window for part in parts for window in _windows(part)]
+
+
+def _windows(text: str) -> list[str]:
+    if count_tokens(text) <= HARD_MAX_TOKENS:
+        return [text]
+    tokens = encoding().encode(text, disallowed_special=())
+    return [encoding().decode(tokens[i:i + CHILD_MAX_TOKENS]) for i in range(0, len(tokens), CHILD_MAX_TOKENS)]
 
 
 def _join(units: list[str], is_table: bool) -> str:
