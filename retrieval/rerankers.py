@@ -128,7 +128,6 @@ class LlmJudgeReranker:
                     [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": prompt}],
                     schema_check=check,
                     max_attempts=self.max_attempts,
-                    temperature=0.0,
                 )
             except LlmError as exc:
                 raise RerankError(f"the LLM judge failed: {exc}") from exc

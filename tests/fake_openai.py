@@ -203,9 +203,12 @@ def fake_openai(settings):
     settings.RERANK_BASE_URL = server.base_url
     settings.RERANK_API_KEY = "rerank-key"
     settings.RERANK_MODEL = "fake-rerank"
-    reset_llm_client(), reset_embedder(), reset_reranker()
+    resets = (reset_llm_client, reset_embedder, reset_reranker)
+    for reset in resets:
+        reset()
     try:
         yield server
     finally:
         server.stop()
-        reset_llm_client(), reset_embedder(), reset_reranker()
+        for reset in resets:
+            reset()

