@@ -163,8 +163,9 @@ class MemoriesView(APIView):
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(MemorySerializer(page, many=True).data)
 
-    @extend_schema(parameters=[OpenApiParameter("user_id", required=True), OpenApiParameter("session_id"),
-                               OpenApiParameter("kb")], responses={200: {"type": "object"}})
+    @extend_schema(operation_id="memories_delete_scope", responses={200: {"type": "object"}},
+                   parameters=[OpenApiParameter("user_id", required=True), OpenApiParameter("session_id"),
+                               OpenApiParameter("kb")])
     def delete(self, request):
         scope = request_scope(request, write=True)
         params = request.query_params
@@ -198,7 +199,7 @@ class MemoryDetailView(APIView):
     def get(self, request, pk):
         return Response(MemorySerializer(self._memory(request_scope(request), pk)).data)
 
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(operation_id="memory_delete", responses={200: {"type": "object"}})
     def delete(self, request, pk):
         scope = request_scope(request, write=True)
         deleted = actions.delete_memory(scope, self._memory(scope, pk))

@@ -1,0 +1,1 @@
+"""Benchmarks run against an embedded, throwaway Loci (`python -m bench.<name> --help`)."""

@@ -1,0 +1,309 @@
+"""LoCoMo evidence recall of conversation memory, ingested and searched through the REST API.
+
+    .venv/bin/python -m bench.locomo ../shared/data/locomo/locomo10_dev.json --convs 0
+    .venv/bin/python -m bench.locomo PATH --convs 0,1,2,3,4,5 --json > locomo.json
+
+A throwaway embedded Loci (temporary var dir, SQLite, Milvus Lite, SQLite FTS) gets a tenant, a
+KB and an API key; every conversation is posted through `POST /api/v1/memories` (DRF test client,
+so the real views, authentication and actions run) and flushed after each LoCoMo session:
+
+- user_id = the conversation's sample_id; one session_id per LoCoMo session (that is how a chat
+  app would post them, and the flush at each session's end is then a natural one);
+- message_id = dia_id, sender = speaker, timestamp = the session date plus 30 s per turn (order);
+  a shared photo becomes "[shares a photo of …]" after the text.
+
+Every question of categories 1-4 is then searched (`POST /api/v1/memories/search`, top_k=20,
+filtered to its conversation's user_id) with each method. Results map back to dia_ids: a fact to
+its source messages, an episode to all its MemCell's messages in order; ids are collected in rank
+order without repeats and cut at k, so k counts dia_ids, not items (a 12-turn episode uses 12).
+Evidence recall@k = |first k dia_ids ∩ evidence| / |evidence|, averaged over questions.
+
+Flat baselines over the raw turns ("speaker: text [shares …]") run in the same process on the
+same embedder: BM25 (retrieval.text.tokenize, k1=1.2, b=0.75), dense e5 cosine, and their RRF.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) has no evidence
+METHODS = ("keyword", "vector", "hybrid")
+BASELINES = ("flat-bm25", "flat-dense", "flat-rrf")
+KS = (5, 10, 20)
+TURN_SECONDS = 30  # spacing of turns inside a session: keeps their order, never a 4-hour gap
+_DIA_ID = re.compile(r"^D\d+:\d+$")
+
+
+def clean_evidence(evidence: list) -> list[str]:
+    """Split malformed entries ("D8:6; D9:17") and drop what is not a dia_id ("D", "D:11:26")."""
+    out = []
+    for entry in evidence:
+        out += [p for p in re.split(r"[;\s]+", str(entry)) if _DIA_ID.match(p)]
+    return list(dict.fromkeys(out))
+
+
+def session_date(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def load(path: Path, indices: list[int]) -> list[dict]:
+    data = json.loads(path.read_text())
+    out = []
+    for i in indices:
+        sample, conv = data[i], data[i]["conversation"]
+        numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k])
+        sessions = []
+        for n in numbers:
+            start = session_date(conv[f"session_{n}_date_time"])
+            turns = []
+            for j, turn in enumerate(conv[f"session_{n}"]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    caption = turn["blip_caption"]
+                    text += f" [shares {caption if caption.startswith('a photo') else 'a photo of ' + caption}]"
+                turns.append({"dia_id": turn["dia_id"], "speaker": turn["speaker"], "text": text,
+                              "timestamp": start + timedelta(seconds=TURN_SECONDS * j)})
+            sessions.append({"number": n, "turns": turns})
+        questions = []
+        for qa in sample["qa"]:
+            evidence = clean_evidence(qa.get("evidence") or [])
+            if qa.get("category") in CATEGORIES and evidence:
+                questions.append({"question": qa["question"], "category": qa["category"], "evidence": evidence})
+        out.append({"index": i, "user_id": sample.get("sample_id") or f"conv-{i}", "sessions": sessions,
+                    "questions": questions})
+    return out
+
+
+# --- the embedded stack
+
+def setup(embedding_cache: str | None) -> Path:
+    from bench.harness import setup_django
+
+    var = Path(tempfile.mkdtemp(prefix="loci-locomo-"))
+    if embedding_cache:  # a warm cache only skips model calls; it never changes a vector
+        Path(embedding_cache).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(Path(embedding_cache).resolve(), var / "embedding-cache.sqlite3")
+    os.environ.setdefault("LLM_DISABLED", "1")  # the target is the embedded stack without an LLM
+    setup_django(str(var))
+    return var
+
+
+def api_client():
+    from rest_framework.test import APIClient
+
+    from tenants.models import ApiKey, KnowledgeBase, Tenant
+
+    tenant = Tenant.objects.create(slug="locomo", name="LoCoMo")
+    KnowledgeBase.objects.create(tenant=tenant, slug="conversations", name="Conversations", language="en")
+    _, secret = ApiKey.issue(tenant, "bench", can_write=True)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+def call(client, method: str, url: str, body: dict) -> dict:
+    response = getattr(client, method)(url, body, format="json")
+    if response.status_code != 200:
+        raise RuntimeError(f"{method.upper()} {url} answered {response.status_code}: {response.content[:500]!r}")
+    return response.json()
+
+
+def ingest(client, conv: dict, stats: dict) -> None:
+    for session in conv["sessions"]:
+        session_id = f"{conv['user_id']}-s{session['number']}"
+        messages = [{"message_id": t["dia_id"], "sender_id": t["speaker"], "sender_name": t["speaker"],
+                     "content": t["text"], "timestamp": t["timestamp"].isoformat()} for t in session["turns"]]
+        started = time.perf_counter()
+        results = [call(client, "post", "/api/v1/memories",
+                        {"user_id": conv["user_id"], "session_id": session_id, "messages": messages[at:at + 500]})
+                   for at in range(0, len(messages), 500)]
+        results.append(call(client, "post", "/api/v1/memories/flush",
+                            {"user_id": conv["user_id"], "session_id": session_id}))
+        stats["ingest_seconds"] += time.perf_counter() - started
+        stats["messages"] += len(messages)
+        for result in results:  # a post extracts the MemCells it completes, the flush the rest
+            for key in ("episodes", "facts", "merged_duplicates", "superseded"):
+                stats[key] += result.get(key, 0)
+
+
+def ranked_dia_ids(response: dict, method: str) -> list[str]:
+    """Result items in score order → their cited message ids, in order, without repeats."""
+    items = []  # (score, position, ids)
+    for episode in response.get("episodes", []):
+        if method == "hybrid" or not episode.get("scores", {}).get("via_fact"):
+            items.append((episode["score"], len(items), _message_ids(episode)))
+        if method != "hybrid":  # flat methods nest their fact hits under the parent episode
+            items += [(f["score"], len(items) + j, _message_ids(f)) for j, f in enumerate(episode["atomic_facts"])]
+    items += [(f["score"], len(items) + j, _message_ids(f)) for j, f in enumerate(response.get("facts", []))]
+    items.sort(key=lambda item: (-item[0], item[1]))
+    return list(dict.fromkeys(i for _, _, ids in items for i in ids))
+
+
+def _message_ids(item: dict) -> list[str]:
+    return [s["message_id"] for s in item.get("sources", []) if s.get("type") == "message"]
+
+
+def recall(ranked: list[str], evidence: list[str], k: int) -> float:
+    return len(set(ranked[:k]) & set(evidence)) / len(evidence)
+
+
+# --- flat baselines over the raw turns
+
+def flat_rankings(conv: dict, top_k: int, embed_query) -> dict[str, list[list[str]]]:
+    from bench.flat import FlatBM25, dense_top, rrf_merge
+    from retrieval.embeddings import embedder
+
+    turns = [t for s in conv["sessions"] for t in s["turns"]]
+    ids = [t["dia_id"] for t in turns]
+    # The same "speaker: text" line the boundary detector embeds, so the cache serves both.
+    lines = [f"{t['speaker']}: {t['text']}" for t in turns]
+    bm25 = FlatBM25(lines)
+    matrix = embedder().embed_documents(lines)
+    out = {name: [] for name in BASELINES}
+    for q in conv["questions"]:
+        sparse = bm25.top(q["question"], top_k)
+        dense = dense_top(matrix, embed_query(q["question"]), top_k)
+        out["flat-bm25"].append([ids[i] for i in sparse])
+        out["flat-dense"].append([ids[i] for i in dense])
+        out["flat-rrf"].append([ids[i] for i in rrf_merge([sparse, dense], k=60, limit=top_k)])
+    return out
+
+
+# --- the run
+
+def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], embedding_cache: str | None,
+        log=print, keep: bool = False) -> dict:
+    var = setup(embedding_cache)
+    from django.conf import settings
+
+    from retrieval.embeddings import embedder
+
+    try:
+        model = embedder()
+        # Every question is embedded by the vector search, the hybrid search and the flat dense
+        # baseline alike; remembering it for the process saves two of the three model calls.
+        model.embed_query = lru_cache(maxsize=None)(model.embed_query)
+        client = api_client()
+        convs = load(path, indices)
+        stats = defaultdict(float)
+        rows: dict[str, list[dict]] = defaultdict(list)
+        for conv in convs:
+            before = stats["ingest_seconds"]
+            ingest(client, conv, stats)
+            log(f"conv {conv['index']} ({conv['user_id']}): {sum(len(s['turns']) for s in conv['sessions'])} turns "
+                f"ingested in {stats['ingest_seconds'] - before:.1f}s; {len(conv['questions'])} questions")
+            searched = time.perf_counter()
+            for method in methods:
+                for q in conv["questions"]:
+                    body = {"query": q["question"], "method": method, "top_k": top_k,
+                            "filters": {"user_id": conv["user_id"]}}
+                    ranked = ranked_dia_ids(call(client, "post", "/api/v1/memories/search", body), method)
+                    rows[method].append({"category": q["category"], "ranked": ranked, "evidence": q["evidence"]})
+            for name, rankings in flat_rankings(conv, top_k, model.embed_query).items():
+                rows[name] += [{"category": q["category"], "ranked": r, "evidence": q["evidence"]}
+                               for q, r in zip(conv["questions"], rankings)]
+            stats["search_seconds"] += time.perf_counter() - searched
+        report = summarise(rows, stats, indices, top_k)
+        if keep:
+            report["var_dir"] = str(var)
+        return report
+    finally:
+        from retrieval.backends import reset_backends
+        from retrieval.milvus_lite import stop_server
+
+        reset_backends()
+        stop_server(settings.LOCI_VECTOR_INDEX["OPTIONS"]["lite_path"])
+        if not keep:
+            shutil.rmtree(var, ignore_errors=True)  # a linked --embedding-cache file is left where it is
+
+
+def summarise(rows: dict[str, list[dict]], stats: dict, indices: list[int], top_k: int) -> dict:
+    methods = {}
+    for name, results in rows.items():
+        entry = {"questions": len(results)}
+        for k in KS:
+            if k <= top_k:
+                entry[f"recall@{k}"] = round(float(np.mean([recall(r["ranked"], r["evidence"], k)
+                                                            for r in results])), 4)
+        entry["by_category"] = {
+            CATEGORIES[c]: {f"recall@{k}": round(float(np.mean([recall(r["ranked"], r["evidence"], k)
+                                                                   for r in results if r["category"] == c])), 4)
+                            for k in KS if k <= top_k}
+            for c in sorted({r["category"] for r in results})
+        }
+        methods[name] = entry
+    messages = stats["messages"] or 1
+    return {
+        "conversations": indices,
+        "top_k": top_k,
+        "messages": int(stats["messages"]),
+        "memories": {k: int(stats[k]) for k in ("episodes", "facts", "merged_duplicates", "superseded")},
+        "ingest_seconds": round(stats["ingest_seconds"], 1),
+        "ingest_seconds_per_1000_messages": round(stats["ingest_seconds"] * 1000 / messages, 1),
+        "search_seconds": round(stats["search_seconds"], 1),
+        "methods": methods,
+    }
+
+
+def table(report: dict) -> str:
+    ks = [k for k in KS if k <= report["top_k"]]
+    cats = list(CATEGORIES.values())
+    head = f"{'method':<12}" + "".join(f"{'R@' + str(k):>8}" for k in ks)
+    head += "".join(f"{c[:11] + ' R@10':>17}" for c in cats)
+    lines = [head, "-" * len(head)]
+    for name, m in report["methods"].items():
+        cells = "".join(f"{m.get(f'recall@{k}', float('nan')):>8.3f}" for k in ks)
+        cells += "".join(f"{m['by_category'].get(c, {}).get('recall@10', float('nan')):>17.3f}" for c in cats)
+        lines.append(f"{name:<12}{cells}")
+    mem = report["memories"]
+    lines += [
+        "",
+        f"conversations {report['conversations']}: {report['messages']} messages, {mem['episodes']} episodes, "
+        f"{mem['facts']} facts ({mem['merged_duplicates']} merged duplicates, {mem['superseded']} superseded)",
+        f"ingestion: {report['ingest_seconds']}s = {report['ingest_seconds_per_1000_messages']}s per 1,000 messages "
+        f"(API post + flush: segmentation, extraction, embedding, indexing); "
+        f"search + baselines {report['search_seconds']}s",
+        f"questions per method: {next(iter(report['methods'].values()))['questions'] if report['methods'] else 0}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", default=str(DEFAULT_PATH), help="locomo10 JSON")
+    parser.add_argument("--convs", default="0", help="comma-separated conversation indices (default 0)")
+    parser.add_argument("--top-k", type=int, default=20, help="results asked per search (default 20)")
+    parser.add_argument("--methods", default=",".join(METHODS), help="search methods (default keyword,vector,hybrid)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--embedding-cache", help="reuse this embedding cache file across runs (speed only)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary var dir (database, indexes)")
+    args = parser.parse_args(argv)
+    try:
+        indices = [int(i) for i in args.convs.split(",") if i.strip()]
+    except ValueError:
+        parser.error("--convs takes comma-separated integers, e.g. 0,1,2")
+    methods = tuple(m for m in args.methods.split(",") if m)
+    if any(m not in METHODS for m in methods):
+        parser.error(f"--methods must be drawn from {', '.join(METHODS)}")
+    if not 1 <= args.top_k <= 100:
+        parser.error("--top-k must be from 1 to 100")
+    log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    report = run(Path(args.path), indices, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep)
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
