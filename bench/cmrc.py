@@ -89,9 +89,10 @@ def main(argv=None):
     parser.add_argument("--limit-passages", type=int, default=None)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--var-dir", help="reuse this data directory (documents already there are duplicates)")
     args = parser.parse_args(argv)
     passages = load(Path(args.path), args.limit_passages)
-    setup_django()
+    setup_django(args.var_dir)
     logging.disable(logging.WARNING)
 
     from django.db import transaction
@@ -115,7 +116,7 @@ def main(argv=None):
     ingest_seconds = time.perf_counter() - started
     failed = Document.objects.filter(status="failed").count()
 
-    questions = [(i, qa) for i, p in enumerate(passages) for qa in p["qas"]]
+    questions = [(i, qa) for i, p in enumerate(passages) for qa in p["qas"] if qa["question"].strip()]
     results = {m: Scores() for m in ("keyword", "vector", "hybrid")}
     for method in results:
         for i, qa in questions:

@@ -1,5 +1,6 @@
 """A throwaway embedded Loci for benchmarks: temp var dir, migrated SQLite, one tenant and KB."""
 
+import atexit
 import os
 import socket
 import tempfile
@@ -30,7 +31,15 @@ def setup_django(var_dir: str | None = None, *, eager: bool = True) -> Path:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    atexit.register(_stop_milvus_lite, var / "milvus.db")
     return var
+
+
+def _stop_milvus_lite(path: Path) -> None:
+    """The embedded Milvus Lite server a benchmark started lives on after it; stop it at exit."""
+    from retrieval.milvus_lite import stop_server
+
+    stop_server(path)
 
 
 def make_scope(tenant_slug: str = "bench", kb_slug: str = "bench"):
