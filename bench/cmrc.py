@@ -89,6 +89,7 @@ def main(argv=None):
     parser.add_argument("--limit-passages", type=int, default=None)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--methods", default="keyword,vector,hybrid")
     parser.add_argument("--var-dir", help="reuse this data directory (documents already there are duplicates)")
     args = parser.parse_args(argv)
     passages = load(Path(args.path), args.limit_passages)
@@ -117,7 +118,7 @@ def main(argv=None):
     failed = Document.objects.filter(status="failed").count()
 
     questions = [(i, qa) for i, p in enumerate(passages) for qa in p["qas"] if qa["question"].strip()]
-    results = {m: Scores() for m in ("keyword", "vector", "hybrid")}
+    results = {m: Scores() for m in args.methods.split(",")}
     for method in results:
         for i, qa in questions:
             answers = [a["text"] for a in qa["answers"]]

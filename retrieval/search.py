@@ -21,6 +21,7 @@ from tenants.models import KnowledgeBase, Tenant
 # engines, and a shared pool avoids paying thread start-up on every query.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search")
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search
+NESTED_FACTS = 3  # an episode no fact displaced shows its best few facts as supporting detail
 
 
 def search(scope: Scope, req: SearchRequest) -> dict:
@@ -160,7 +161,7 @@ class Run:
                 params = MragParams(top_n=req.limit, alpha=p.MRAG_ALPHA, facts_per_episode=p.MRAG_FACTS_PER_EPISODE,
                                     facts_competing=p.MRAG_FACTS_COMPETING, batch_size=p.MRAG_BATCH_SIZE,
                                     patience=p.MRAG_CONVERGENCE_ROUNDS)
-                expander = EpisodeExpander(params, self.score_facts)
+                expander = EpisodeExpander(params, self.fact_scorer(episodes))
                 ranked = expander.run(episodes)
                 if "episode" not in req.memory_types:
                     ranked = [c for c in ranked if c.kind == "atomic_fact"]
@@ -174,32 +175,32 @@ class Run:
                                   for c in chunks if c.id in loaded]
         return response
 
-    def score_facts(self, episode_ids: list[str]) -> dict[str, list[Candidate]]:
-        """Stage 3: the facts of a batch of episodes, scored against the query (cosine + BM25, fused)."""
-        per_episode = settings.MRAG_FACTS_PER_EPISODE
-        flt = replace(self.base, kinds=("atomic_fact",), parent_ids=tuple(episode_ids))
-        # Twice the per-episode quota for the batch, so one fact-rich episode cannot starve the others.
-        limit = 2 * per_episode * len(episode_ids)
-        candidates = self.fused(flt, limit)
-        parents = self._parents([c.id for c in candidates], flt)
-        grouped: dict[str, list[Candidate]] = {}
-        for c in candidates:
-            parent = parents.get(c.id)
-            if parent:
-                grouped.setdefault(parent, []).append(Candidate(c.id, "atomic_fact", c.score, parent, c.scores))
-        return grouped
-
-    def _parents(self, ids, flt):
-        from ingest.models import Memory
-
-        pks = [i.split(":", 1)[1] for i in ids]
-        return {f"memory:{pk}": f"memory:{parent}" for pk, parent in
-                Memory.objects.filter(pk__in=pks, tenant=self.scope.tenant).values_list("pk", "parent_id")}
+    def fact_scorer(self, episodes: list[Candidate]):
+        """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
+        in one dense and one BM25 call (both filtered to those episodes), so each expansion round
+        reads a table instead of querying the engines again. Fact score = logistic(cosine, BM25)."""
+        flt = replace(self.base, kinds=("atomic_fact",), parent_ids=tuple(e.id for e in episodes))
+        bm25_future = _POOL.submit(self.bm25, flt, ALL_ABOVE_FLOOR)
+        dense = self.dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)  # a parent filter is scored exactly
+        bm25 = {h.id: h.score for h in bm25_future.result()}
+        table: dict[str, list[Candidate]] = {}
+        for hit in dense:
+            parent = hit.extra.get("parent_id")
+            if not parent:
+                continue
+            b = bm25.get(hit.id, 0.0)
+            score = logistic_relevance(hit.score, b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25,
+                                       settings.MRAG_LR_BIAS)
+            table.setdefault(parent, []).append(
+                Candidate(hit.id, "atomic_fact", score, parent, {"cosine": hit.score, "bm25": b, "fused": score}))
+        return lambda episode_ids: {e: table.get(e, []) for e in episode_ids}
 
     # --- response assembly
     def assemble_mrag(self, ranked: list[Candidate], expander) -> dict:
-        memories = results.load_memories(self.scope, [c.id for c in ranked] + [
-            f.id for facts in (expander.expanded.values() if expander else []) for f in facts])
+        # Hydrate only what is shown: the ranked items and the nested facts of surviving episodes.
+        nested_ids = [f.id for c in ranked if c.kind == "episode" and expander
+                      for f in expander.expanded.get(c.id, [])[:NESTED_FACTS]]
+        memories = results.load_memories(self.scope, [c.id for c in ranked] + nested_ids)
         episodes, facts = [], []
         for c in ranked:
             memory = memories.get(c.id)
@@ -209,7 +210,8 @@ class Run:
                 facts.append(results.fact_item(memory, c.score, c.scores))
             else:
                 scored = expander.expanded.get(c.id, []) if expander else []
-                nested = [results.fact_item(memories[f.id], f.score, f.scores) for f in scored[:3] if f.id in memories]
+                nested = [results.fact_item(memories[f.id], f.score, f.scores) for f in scored[:NESTED_FACTS]
+                          if f.id in memories]
                 episodes.append(results.episode_item(memory, c.score, c.scores, nested))
         return {"episodes": episodes, "facts": facts}
 
