@@ -231,6 +231,7 @@ MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 6.2747)
 MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.09395)
 MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -4.8581)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
+MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
 
 LOGGING = {

@@ -155,6 +155,8 @@ class Run:
         if want_episodes:
             n_episodes = min(p.MRAG_EPISODE_MULTIPLIER * req.limit, p.MRAG_MAX_EPISODES)
             episodes = self.fused(replace(self.base, kinds=("episode",)), n_episodes)
+            if want_facts and p.MRAG_FACT_RECALL:
+                episodes += self.episodes_of_facts(episodes, n_episodes)
             for e in episodes:
                 e.kind = "episode"
             if want_facts:
@@ -174,6 +176,19 @@ class Run:
             response["chunks"] = [results.chunk_item(loaded[c.id], c.score, c.scores, expand_context=req.expand_context)
                                   for c in chunks if c.id in loaded]
         return response
+
+    def episodes_of_facts(self, recalled: list[Candidate], limit: int) -> list[Candidate]:
+        """Episodes whose summary missed the question but one of whose facts matches it.
+
+        A summary keeps a few central sentences; a question about a detail matches a fact, so the
+        parents of the best-matching facts join the coarse recall, scored as episodes themselves."""
+        dense, sparse = self.both(replace(self.base, kinds=("atomic_fact",)), limit)
+        known = {e.id for e in recalled}
+        parents = list(dict.fromkeys(h.extra.get("parent_id") for h in (*dense, *sparse)
+                                     if h.extra.get("parent_id") and h.extra.get("parent_id") not in known))
+        if not parents:
+            return []
+        return self.fused(replace(self.base, kinds=("episode",), ids=tuple(parents)), len(parents))
 
     def fact_scorer(self, episodes: list[Candidate]):
         """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
