@@ -108,6 +108,7 @@ def main(argv=None):
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--methods", default="keyword,vector,hybrid")
+    parser.add_argument("--base-texts", type=int, default=BASE_TEXTS, help="distinct texts actually embedded")
     args = parser.parse_args(argv)
     setup_django()
     logging.disable(logging.INFO)
@@ -116,7 +117,7 @@ def main(argv=None):
 
     rng = np.random.default_rng(7)
     texts = corpus_sentences()
-    picked = [texts[i] for i in rng.choice(len(texts), size=min(BASE_TEXTS, len(texts)), replace=False)]
+    picked = [texts[i] for i in rng.choice(len(texts), size=min(args.base_texts, len(texts)), replace=False)]
     t0 = time.perf_counter()
     vectors = np.asarray(embedder().embed_documents(picked), dtype=np.float32)
     embed_seconds = time.perf_counter() - t0
