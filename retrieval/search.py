@@ -19,7 +19,7 @@ from tenants.models import KnowledgeBase, Tenant
 
 # Engine calls of one search run in parallel (dense and BM25); two threads match the two
 # engines, and a shared pool avoids paying thread start-up on every query.
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search")
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search")  # calls nest (fused → bm25): keep headroom
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search
 NESTED_FACTS = 3  # an episode no fact displaced shows its best few facts as supporting detail
 
@@ -154,9 +154,13 @@ class Run:
             chunk_future = _POOL.submit(self.fused, replace(self.base, kinds=("chunk",)), req.limit)
         if want_episodes:
             n_episodes = min(p.MRAG_EPISODE_MULTIPLIER * req.limit, p.MRAG_MAX_EPISODES)
+            self.qvec  # embed the query once, before threads share it
+            fact_hits = None
+            if want_facts and p.MRAG_FACT_RECALL:  # runs beside the episode recall
+                fact_hits = _POOL.submit(self.both, replace(self.base, kinds=("atomic_fact",)), n_episodes)
             episodes = self.fused(replace(self.base, kinds=("episode",)), n_episodes)
-            if want_facts and p.MRAG_FACT_RECALL:
-                episodes += self.episodes_of_facts(episodes, n_episodes)
+            if fact_hits is not None:
+                episodes += self.episodes_of_facts(episodes, *fact_hits.result())
             for e in episodes:
                 e.kind = "episode"
             if want_facts:
@@ -177,12 +181,11 @@ class Run:
                                   for c in chunks if c.id in loaded]
         return response
 
-    def episodes_of_facts(self, recalled: list[Candidate], limit: int) -> list[Candidate]:
-        """Episodes whose summary missed the question but one of whose facts matches it.
+    def episodes_of_facts(self, recalled: list[Candidate], dense: list[Hit], sparse: list[Hit]) -> list[Candidate]:
+        """Episodes whose summary missed the question but one of whose facts (`dense`, `sparse` hits) matches it.
 
         A summary keeps a few central sentences; a question about a detail matches a fact, so the
         parents of the best-matching facts join the coarse recall, scored as episodes themselves."""
-        dense, sparse = self.both(replace(self.base, kinds=("atomic_fact",)), limit)
         known = {e.id for e in recalled}
         parents = list(dict.fromkeys(h.extra.get("parent_id") for h in (*dense, *sparse)
                                      if h.extra.get("parent_id") and h.extra.get("parent_id") not in known))
