@@ -13,7 +13,6 @@ import logging
 import resource
 import tempfile
 import time
-from pathlib import Path
 
 from bench.harness import SHARED_DATA, setup_django
 

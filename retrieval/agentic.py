@@ -3,7 +3,6 @@
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 
 from retrieval.reranking import rerank_items
 
