@@ -222,14 +222,21 @@ MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
 MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
-MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 3, minimum=1)
+MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)  # EverOS: 3; 6 measured better
 MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
 MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
 MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})
 MRAG_RRF_K = env_int("MRAG_RRF_K", 60, minimum=1)
-MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 6.2747)
-MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.09395)
-MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -4.8581)
+# Logistic relevance sigmoid(w_cos·cos + w_bm25·bm25 + bias): MRAG_LR_* scores episodes (and chunks),
+# MRAG_FACT_* atomic facts. Cosine weights and biases fitted for the default e5 embedder by
+# `python -m bench.fit_fusion` on CMRC; the BM25 weights then raised to what also did best on LoCoMo
+# (English chat), which CMRC barely notices (bench/RESULTS.md). EverOS's own: 6.2747, 0.09395, -4.8581.
+MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 17.6)
+MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.2)
+MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -18.7)
+MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
+MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
+MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)

@@ -6,8 +6,10 @@ import math
 # default of the open EverOS implementation: large enough that rank 1 and rank 2 are close.
 RRF_K = 60
 
-# Logistic fusion of cosine and BM25 into a calibrated 0..1 relevance, as fitted in the open
-# EverOS implementation (weights re-fittable with bench/fit_fusion.py on our dev data).
+# Logistic fusion of cosine and BM25 into a 0..1 relevance. These are the open EverOS
+# implementation's weights, fitted for its embedder; Loci's defaults (settings MRAG_LR_* for
+# episodes and chunks, MRAG_FACT_* for facts) are re-fitted for multilingual-e5-small with bench/fit_fusion.py, whose cosines
+# crowd into 0.75-0.9 and so need a steeper cosine weight.
 LR_W_COS = 6.2747
 LR_W_BM25 = 0.09395
 LR_BIAS = -4.8581

@@ -196,7 +196,8 @@ class Run:
     def fact_scorer(self, episodes: list[Candidate]):
         """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
         in one dense and one BM25 call (both filtered to those episodes), so each expansion round
-        reads a table instead of querying the engines again. Fact score = logistic(cosine, BM25)."""
+        reads a table instead of querying the engines again. Fact score = logistic(cosine, BM25) with
+        the facts' own weights (MRAG_FACT_*): a sentence scores differently from a summary."""
         flt = replace(self.base, kinds=("atomic_fact",), parent_ids=tuple(e.id for e in episodes))
         bm25_future = _POOL.submit(self.bm25, flt, ALL_ABOVE_FLOOR)
         dense = self.dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)  # a parent filter is scored exactly
@@ -207,8 +208,8 @@ class Run:
             if not parent:
                 continue
             b = bm25.get(hit.id, 0.0)
-            score = logistic_relevance(hit.score, b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25,
-                                       settings.MRAG_LR_BIAS)
+            score = logistic_relevance(hit.score, b, settings.MRAG_FACT_W_COS, settings.MRAG_FACT_W_BM25,
+                                       settings.MRAG_FACT_BIAS)
             table.setdefault(parent, []).append(
                 Candidate(hit.id, "atomic_fact", score, parent, {"cosine": hit.score, "bm25": b, "fused": score}))
         return lambda episode_ids: {e: table.get(e, []) for e in episode_ids}
