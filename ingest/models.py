@@ -87,6 +87,13 @@ class Document(models.Model):
             self.status, self.stage = status, stage
         return bool(updated)
 
+    def lease_left(self, status: str, lease_seconds: int) -> float | None:
+        """Seconds before `claim` may take this document over in `status`; None once it has left `status`."""
+        if self.status != status:
+            return None
+        expires = self.updated_at + timezone.timedelta(seconds=lease_seconds)
+        return max(0.0, (expires - timezone.now()).total_seconds())
+
     def set_progress(self, progress: int, stage: str) -> None:
         self.progress, self.stage = max(0, min(100, progress)), stage[:200]
         Document.objects.filter(pk=self.pk).update(progress=self.progress, stage=self.stage, updated_at=timezone.now())

@@ -20,6 +20,8 @@ Status = Document.Status
 # Worth retrying with backoff: the next attempt may well succeed.
 TRANSIENT_ERRORS = (TransientParseError, OperationalError, ConnectionError, TimeoutError)
 MAX_RETRIES = 4
+# Added to a lease's remaining time when waiting it out: the claim compares clocks of other machines.
+LEASE_MARGIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,23 @@ def process_document_stage(self, document_id: int, stage_name: str = "parse"):
         raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries))
     if finished and STAGES[stage_name].next:
         process_document_stage.delay(document_id, STAGES[stage_name].next)
+    elif not finished and not self.request.is_eager:
+        _come_back_when_lease_ends(self, document_id, stage_name)
+
+
+def _come_back_when_lease_ends(task, document_id: int, stage_name: str) -> None:
+    """Queue the stage again for when its lease runs out, if the document is still in it.
+
+    A task re-delivered because its worker died arrives at once on RabbitMQ, and a retry after a
+    transient error within seconds: both find the stage's lease still running. Dropping them would
+    leave the document in that stage for good, since no other message for it exists. If the holder
+    is alive it keeps the lease fresh and finishes, and the next attempt finds the stage done.
+    """
+    document = Document.objects.filter(pk=document_id).first()
+    wait = document.lease_left(STAGES[stage_name].status, settings.LOCI_STAGE_LEASE_SECONDS) if document else None
+    if wait is None:
+        return  # deleted, failed, or past this stage
+    log.info("document %s: the %s stage is leased for %.1fs more; trying again then", document_id, stage_name, wait)
+    # Same retry count: waiting out a lease is not an attempt, and must not reset the transient budget.
+    process_document_stage.apply_async((document_id, stage_name), countdown=wait + LEASE_MARGIN_SECONDS,
+                                       retries=task.request.retries)

@@ -2,8 +2,9 @@
 
 RabbitMQ re-queues an unacknowledged message the moment its consumer's connection drops, so the
 re-delivery is immediate (Redis would wait CELERY_VISIBILITY_TIMEOUT, at least 60 s, before another
-worker restores it). The stage lease is 2 s here, so the new worker may take over the stage the dead
-one left in `indexing`.
+worker restores it). It therefore reaches the new worker while the dead worker's stage lease still
+runs: the new worker must wait the lease out (it queues the stage again for then) rather than drop
+the task as "another worker has it", which left the document in `indexing` for good (issue #7).
 
 The kill lands after the first embedding batch has been upserted into both indexes, the hardest
 moment: chunks, memories and part of the projection are already written. A clean run of the same
@@ -14,23 +15,23 @@ run's index stage too quick to catch.)
 
 import json
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from ingest.models import Document
+from ingest.tasks import LEASE_MARGIN_SECONDS, process_document_stage
 from tests.conftest import DOCS
 from tests.worker_process import (
     Worker, app_env, manage, pg_rows, postgres_database, rabbitmq_vhost, rabbitmqctl_available, reachable,
     stop_milvus_lite, workers,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    # Passed in the clean-clone CI run of this session (18:20), then failed twice in a row at the
-    # end of it: the re-delivered index stage never finished (document stuck at indexing 95%).
-    # Not yet diagnosed; skipped so CI reflects the rest of the suite. See README limitations.
-    pytest.mark.skip(reason="re-delivery after SIGKILL regressed at the end of session 1; under investigation"),
-]
-
+# Longer than the second worker takes to start (1-16 s seen on a busy 2-core machine), so the
+# re-delivery nearly always arrives inside the lease, as it does with the 60 s default; short enough
+# to keep the wait for the take-over small.
+LEASE_SECONDS = 10
 # 5 sections, 10 child chunks, 5 episodes and ~59 facts: two embedding batches (EMBED_BATCH=64), so
 # the index stage writes part of the projection and then embeds the rest for a second or more.
 DOCUMENT = DOCS / "LICENSE.md"
@@ -76,10 +77,12 @@ def stored_rows(database_url: str, document_id: int) -> dict:
     return {"chunks": chunks, "memories": memories}
 
 
+@pytest.mark.slow
 def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicates(tmp_path, services):
     database_url, broker_url = services
     var = tmp_path / "var"
-    env = app_env(var, DATABASE_URL=database_url, CELERY_BROKER_URL=broker_url, LOCI_STAGE_LEASE_SECONDS="2")
+    env = app_env(var, DATABASE_URL=database_url, CELERY_BROKER_URL=broker_url,
+                  LOCI_STAGE_LEASE_SECONDS=str(LEASE_SECONDS))
     with workers() as started:
         try:
             manage(env, "migrate", "--no-input", "-v", "0")
@@ -97,6 +100,7 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
             )
             assert at_kill["status"] == "indexing", f"finished before the kill could land: {at_kill}"
             first.kill()
+            killed_at = time.monotonic()
             assert document(database_url, "killed")["status"] == "indexing"  # nobody else is working on it
 
             second = Worker(env, tmp_path / "worker2.log", name="second")
@@ -106,6 +110,8 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
                               "ready after re-delivery")
             assert killed["status"] == "ready", killed
             assert "process_document_stage" in second.log()  # the second worker finished it
+            took_over = time.monotonic() - killed_at
+            waited = "waited out the lease" if "stage is leased for" in second.log() else "lease already over"
 
             # The reference: the same file, processed without interruption.
             manage(env, "ingest", str(DOCUMENT), "--tenant", "acme", "--kb", "clean")
@@ -125,7 +131,8 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
             assert report["expected"] > 64  # more than one embedding batch
             for index in ("vector", "keyword"):
                 assert (report[index]["missing"], report[index]["stale"]) == (0, 0), report
-            print(f"\nkilled at {at_kill['stage']} {at_kill['progress']}%; finished by the second worker: "
+            print(f"\nkilled at {at_kill['stage']} {at_kill['progress']}%; finished by the second worker "
+                  f"{took_over:.1f}s later ({waited}): "
                   f"{killed['chunks']} chunks, {killed['episodes']} episodes, {killed['facts']} facts, "
                   "as in the clean run; "
                   f"reconcile: {report['expected']} index rows for both knowledge bases, none missing or stale")
@@ -133,3 +140,56 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
             for worker in started:
                 worker.stop(timeout=15)
             stop_milvus_lite(var)
+
+
+# --- The take-over rule itself, without processes: a stage found leased is queued again, not dropped.
+
+
+@pytest.fixture
+def published(monkeypatch):
+    """What the task sends to the broker (the edge of the process), instead of sending it."""
+    sent = []
+    monkeypatch.setattr(process_document_stage, "apply_async", lambda args, **options: sent.append((args, options)))
+    return sent
+
+
+def leased_document(world, status, moved_seconds_ago):
+    document = Document.objects.create(kb=world.docs, filename="a.txt", sha256="0" * 64, status=status,
+                                       stage=status, progress=95)
+    Document.objects.filter(pk=document.pk).update(updated_at=timezone.now() - timedelta(seconds=moved_seconds_ago))
+    return document
+
+
+def run_delivery(document_id, stage_name, retries=0):
+    """Run the task body as a worker would run a (re-)delivered message."""
+    process_document_stage.push_request(retries=retries, is_eager=False)
+    try:
+        process_document_stage.run(document_id, stage_name)
+    finally:
+        process_document_stage.pop_request()
+
+
+def test_a_stage_redelivered_inside_its_lease_is_queued_for_when_the_lease_ends(world, settings, published):
+    settings.LOCI_STAGE_LEASE_SECONDS = 60
+    document = leased_document(world, Document.Status.INDEXING, moved_seconds_ago=20)
+
+    run_delivery(document.pk, "index", retries=2)
+
+    document.refresh_from_db()
+    assert (document.status, document.progress) == ("indexing", 95)  # not taken over while the lease runs
+    [(args, options)] = published
+    assert args == (document.pk, "index")
+    assert 40 - 1 < options["countdown"] - LEASE_MARGIN_SECONDS <= 40
+    assert options["retries"] == 2  # waiting is not an attempt: the transient-error budget is unchanged
+
+
+@pytest.mark.parametrize("status", [Document.Status.READY, Document.Status.FAILED])
+def test_a_stage_redelivered_after_the_document_moved_on_is_dropped(world, settings, published, status):
+    settings.LOCI_STAGE_LEASE_SECONDS = 60
+    document = leased_document(world, status, moved_seconds_ago=1)
+
+    run_delivery(document.pk, "index")
+    run_delivery(document.pk + 1000, "index")  # deleted meanwhile
+
+    document.refresh_from_db()
+    assert document.status == status and published == []
