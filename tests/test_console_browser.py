@@ -3,13 +3,15 @@
 A uvicorn web server and a `celery worker` run as subprocesses over one throwaway var dir (SQLite
 file, filesystem broker, keyword index, Milvus Lite), exactly as `manage.py up` runs them; nothing
 is eager. Chromium drives the pages as alice, then as charlie of another tenant. Screenshots of the
-main pages land in docs/screenshots/.
+main pages land in $TMPDIR/loci-screenshots/, or in docs/screenshots/ (the README's pictures)
+when LOCI_SCREENSHOTS=docs, so a test run leaves the checkout clean.
 """
 
 import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.slow
 CHROMIUM = os.environ.get("LOCI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-SCREENSHOTS = REPO / "docs" / "screenshots"
+SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("LOCI_SCREENSHOTS") == "docs"
+               else Path(tempfile.gettempdir()) / "loci-screenshots")
 PDF, DOCX, EMPTY = DOCS / "pdf" / "fake-memo.pdf", DOCS / "fake.docx", DOCS / "empty.txt"
 ZH_TEXT = "项目预算会议纪要\n\n本项目的预算为四万欧元，由王芳负责。\n\n发布会定于三月十二日在上海举行。\n"
 PASSWORDS = {"alice": "alice-pw-123", "charlie": "charlie-pw-123"}
