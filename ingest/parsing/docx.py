@@ -36,15 +36,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
 
 def parse_doc(path: Path, *, filename: str) -> ParsedDocument:
     """Parse a legacy .doc by converting it to .docx with LibreOffice (OOXML misnamed .doc is read directly)."""
-    if office.is_ooxml(path):
-        return parse(path, filename=filename)
-    if not office.is_ole(path):
-        raise ParseError("The file is not a legacy .doc Word document.")
-    office.reject_encrypted(path, "Word document")
-    with office.converted(path, "docx", filename=filename) as converted:
-        parsed = parse(converted, filename=filename)
-    parsed.detected_type = "doc"
-    return parsed
+    return office.parse_legacy(path, filename=filename, legacy="doc", kind="Word document", parse=parse)
 
 
 def table_blocks(rows: list[list[str]], *, page: int | None = None) -> list[Block]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import olefile
 
-from .base import ParseError, TransientParseError
+from .base import ParsedDocument, ParseError, TransientParseError
 
 # A cold start with a fresh profile takes ~1.5 s; big decks take tens of seconds. Past 120 s the machine
 # is overloaded or LibreOffice is stuck on a dialog it cannot show, both worth a later retry.
@@ -99,3 +99,18 @@ def is_ooxml(path: Path) -> bool:
             return file.read(4) == b"PK\x03\x04"
     except OSError:
         return False
+
+
+def parse_legacy(path: Path, *, filename: str, legacy: str, kind: str, parse) -> ParsedDocument:
+    """A legacy OLE .doc/.ppt: converted to its OOXML twin by LibreOffice and read with `parse`.
+
+    A zip package misnamed with the legacy extension is read directly."""
+    if is_ooxml(path):
+        return parse(path, filename=filename)
+    if not is_ole(path):
+        raise ParseError(f"The file is not a legacy .{legacy} {kind}.")
+    reject_encrypted(path, kind)
+    with converted(path, f"{legacy}x", filename=filename) as twin:
+        parsed = parse(twin, filename=filename)
+    parsed.detected_type = legacy
+    return parsed

@@ -36,15 +36,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
 
 def parse_ppt(path: Path, *, filename: str) -> ParsedDocument:
     """Parse a legacy .ppt by converting it to .pptx with LibreOffice (OOXML misnamed .ppt is read directly)."""
-    if office.is_ooxml(path):
-        return parse(path, filename=filename)
-    if not office.is_ole(path):
-        raise ParseError("The file is not a legacy .ppt presentation.")
-    office.reject_encrypted(path, "presentation")
-    with office.converted(path, "pptx", filename=filename) as converted:
-        parsed = parse(converted, filename=filename)
-    parsed.detected_type = "ppt"
-    return parsed
+    return office.parse_legacy(path, filename=filename, legacy="ppt", kind="presentation", parse=parse)
 
 
 def _slide_section(slide, number: int) -> Section:
