@@ -7,6 +7,7 @@ MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
 FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "group_id", "agent_id")
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
+MAX_NEIGHBOURS = 5
 
 
 class SearchError(ValueError):
@@ -21,6 +22,7 @@ class SearchRequest:
     filters: dict = field(default_factory=dict)
     top_k: int = 10
     expand_context: bool = False
+    neighbours: int = 0  # child chunks each side of an item's source chunk, with context expansion
     rerank: bool | None = None
 
     @property
@@ -73,6 +75,9 @@ def parse_search_request(data: dict) -> SearchRequest:
             if not isinstance(filters[key], str) or len(filters[key]) > 200:
                 raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")
             clean[key] = filters[key]
+    neighbours = data.get("neighbours", 0)
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int) or not 0 <= neighbours <= MAX_NEIGHBOURS:
+        raise SearchError(f"'neighbours' must be an integer from 0 to {MAX_NEIGHBOURS}.")
     rerank = data.get("rerank")
     if rerank is not None and not isinstance(rerank, bool):
         raise SearchError("'rerank' must be true or false.")
@@ -82,6 +87,7 @@ def parse_search_request(data: dict) -> SearchRequest:
         memory_types=list(dict.fromkeys(memory_types)),
         filters=clean,
         top_k=top_k,
-        expand_context=bool(data.get("expand_context", False)),
+        expand_context=bool(data.get("expand_context", False)) or neighbours > 0,
+        neighbours=neighbours,
         rerank=rerank,
     )

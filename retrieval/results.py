@@ -1,5 +1,7 @@
 """Turn index hits into response items with their sources, straight from the database."""
 
+from django.db.models import Q
+
 from ingest.models import Chunk, Memory, Message
 from retrieval.projection import chunk_key, memory_key
 
@@ -101,6 +103,41 @@ def add_context(items: list[dict]) -> None:
             if parent is not None:
                 item["context"] = {"parent_chunk_id": parent.pk, "text": parent.text}
                 break
+
+
+def add_neighbours(items: list[dict], n: int) -> None:
+    """Attach the `n` child chunks before and after each item's first source chunk, in reading order.
+
+    Items already carry only what the caller may see; neighbours come from the same document."""
+    anchors = {}  # item index -> source chunk id
+    for i, item in enumerate(items):
+        chunk_id = next((s["chunk_id"] for s in item["sources"] if s.get("type") == "chunk"), None)
+        if chunk_id is not None:
+            anchors[i] = chunk_id
+    if not anchors or n <= 0:
+        return
+    rows = Chunk.objects.filter(pk__in=set(anchors.values()), level=Chunk.Level.CHILD)
+    placed, ordinals = {}, {}
+    for pk, document_id, ordinal in rows.values_list("pk", "document_id", "ordinal"):
+        placed[pk], ordinals[pk] = document_id, ordinal
+    if not placed:
+        return
+    wanted = Q()
+    for pk, document_id in placed.items():
+        wanted |= Q(document_id=document_id, ordinal__range=(ordinals[pk] - n, ordinals[pk] + n))
+    around: dict[int, list[Chunk]] = {}
+    for chunk in Chunk.objects.filter(wanted, level=Chunk.Level.CHILD).order_by("ordinal"):
+        around.setdefault(chunk.document_id, []).append(chunk)
+    for i, chunk_id in anchors.items():
+        if chunk_id not in placed:
+            continue
+        low, high = ordinals[chunk_id] - n, ordinals[chunk_id] + n
+        context = items[i].setdefault("context", {})
+        context["neighbours"] = [
+            {"chunk_id": c.pk, "ordinal": c.ordinal, "offset": c.ordinal - ordinals[chunk_id], "text": c.text,
+             **c.location}
+            for c in around.get(placed[chunk_id], []) if low <= c.ordinal <= high and c.pk != chunk_id
+        ]
 
 
 def raw_messages(scope, kb_ids, filters: dict) -> list[dict]:

@@ -52,6 +52,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             response[key] = rerank_items(req.query, response.get(key, []))
     if req.expand_context:
         results.add_context(response["facts"] + response["episodes"])
+    if req.neighbours:
+        results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
     response["profiles"] = []
     response["raw_messages"] = results.raw_messages(scope, kb_ids, req.filters)
     response["query"] = {

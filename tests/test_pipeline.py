@@ -175,3 +175,27 @@ def test_chunks_are_searchable_with_context(world, alice_scope):
     response = find(alice_scope, "Stanley Cup", memory_types=["chunk"], expand_context=True)
     assert response["chunks"] and response["chunks"][0]["sources"][0]["document_id"] == doc.pk
     assert response["chunks"][0]["context"]["text"]
+
+
+def test_neighbours_bring_the_chunks_around_a_hit_in_reading_order(world, alice_scope):
+    doc = ingest(alice_scope, world.docs, DOCS / "language-docs" / "fr_olap.pdf")
+    children = list(doc.chunks.filter(level="child").order_by("ordinal"))
+    assert len(children) >= 3
+    response = find(alice_scope, children[1].text[:200], memory_types=["chunk"], neighbours=1, top_k=3)
+    hit = response["chunks"][0]
+    ordinal = next(c.ordinal for c in children if c.pk == hit["id"])
+    around = hit["context"]["neighbours"]
+    assert [n["offset"] for n in around] == [o for o in (-1, 1) if 0 <= ordinal + o < len(children)]
+    assert [n["text"] for n in around] == [c.text for c in children if abs(c.ordinal - ordinal) == 1]
+    assert hit["context"]["text"]  # neighbours imply context expansion: the parent chunk is there too
+    assert all(n["page"] for n in around)  # each neighbour says where it is
+    facts = find(alice_scope, children[1].text[:200], neighbours=2, top_k=3)["facts"]
+    assert facts and all("neighbours" in f["context"] for f in facts)
+
+
+def test_neighbours_out_of_range_is_a_clear_error():
+    from retrieval.request import SearchError
+
+    for bad in (-1, 6, "2", True):
+        with pytest.raises(SearchError, match="neighbours"):
+            parse_search_request({"query": "x", "neighbours": bad})
