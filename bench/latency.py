@@ -2,6 +2,10 @@
 
     python -m bench.latency [--sizes 10000,100000] [--queries 200]
 
+Each question is searched with every method in turn (not all questions with one method, then the
+next), so a neighbour's load on a shared machine weighs on every method alike and the ratios
+between methods stay meaningful. The load average is reported with each size.
+
 Memories are real sentences (LoCoMo turns and CMRC passages) grouped ten facts to an episode. Only
 a few thousand distinct texts are embedded; the other rows reuse those vectors with a little noise,
 since the cost of a search does not depend on what the vectors mean. Rows go into the database
@@ -11,6 +15,7 @@ since the cost of a search does not depend on what the vectors mean. Rows go int
 import argparse
 import json
 import logging
+import os
 import re
 import time
 
@@ -81,25 +86,36 @@ def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -
         keyword_index().upsert(batch_rows, exclusive=exclusive)
 
 
+def forget_queries() -> None:
+    """Empty the in-memory cache of query vectors, so each timed search embeds its query as a new one would."""
+    from retrieval.embeddings import embedder
+
+    built = embedder()
+    for part in (built, getattr(built, "primary", None), getattr(built, "fallback", None)):
+        getattr(part, "clear_query_cache", lambda: None)()
+
+
 def measure(scope, queries: list[str], methods) -> dict:
     from retrieval.embeddings import embedder
     from retrieval.request import parse_search_request
     from retrieval.search import search
 
-    out = {}
-    for method in methods:
-        times = []
-        for q in queries:  # query embeddings are never cached, so each search embeds its query
+    times = {method: [] for method in [*methods, "query embedding alone"]}
+    load_before = os.getloadavg()[0]
+    for q in queries:
+        for method in methods:
+            forget_queries()
             t0 = time.perf_counter()
             search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
-            times.append((time.perf_counter() - t0) * 1000)
-        out[method] = {"p50": round(percentile(times, 50), 1), "p95": round(percentile(times, 95), 1)}
-    t = []
-    for q in queries:
+            times[method].append((time.perf_counter() - t0) * 1000)
+        forget_queries()
         t0 = time.perf_counter()
         embedder().embed_query(q)
-        t.append((time.perf_counter() - t0) * 1000)
-    out["query embedding alone"] = {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)}
+        times["query embedding alone"].append((time.perf_counter() - t0) * 1000)
+    out = {name: {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)} for name, t in times.items()}
+    if "hybrid" in out and "vector" in out:
+        out["hybrid / vector"] = {q: round(out["hybrid"][q] / out["vector"][q], 2) for q in ("p50", "p95")}
+    out["load average (1 min) before, after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return out
 
 

@@ -22,12 +22,12 @@ def _chunk_source(chunk: Chunk) -> dict:
 def load_memories(scope, ids: list[str]) -> dict[str, Memory]:
     """Active memories by index key, re-checked against the scope (defence in depth)."""
     pks = [i.split(":", 1)[1] for i in ids if i.startswith("memory:")]
-    rows = (
-        Memory.objects.filter(pk__in=pks, tenant=scope.tenant, kb_id__in=scope.kb_ids, status=Memory.Status.ACTIVE)
-        .select_related("kb")
-        .prefetch_related("source_chunks__document")
-    )
-    return {memory_key(m.pk): m for m in rows}
+    # By primary key alone, the scope re-checked on the rows: with the scope in the WHERE clause,
+    # SQLite (which has no statistics: nothing runs ANALYZE) walks the (tenant, kb, kind, status)
+    # index, i.e. every memory of the KB, instead of looking the ids up (50 ms against 0.1 at 100k).
+    rows = Memory.objects.filter(pk__in=pks).select_related("kb").prefetch_related("source_chunks__document")
+    return {memory_key(m.pk): m for m in rows
+            if m.tenant_id == scope.tenant.pk and m.kb_id in scope.kb_ids and m.status == Memory.Status.ACTIVE}
 
 
 def load_chunks(scope, ids: list[str]) -> dict[str, Chunk]:

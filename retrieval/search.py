@@ -1,5 +1,6 @@
 """The one search code path behind the API, the console and `manage.py search`."""
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -90,11 +91,14 @@ class Run:
     def __init__(self, scope: Scope, req: SearchRequest, base: IndexFilter):
         self.scope, self.req, self.base = scope, req, base
         self._qvec = None
+        self._qvec_lock = threading.Lock()
+        self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
     @property
     def qvec(self):
-        if self._qvec is None:
-            self._qvec = [float(x) for x in embedder().embed_query(self.req.query)]
+        with self._qvec_lock:  # the threads of one search wait for one embedding instead of each making one
+            if self._qvec is None:
+                self._qvec = [float(x) for x in embedder().embed_query(self.req.query)]
         return self._qvec
 
     def with_query(self, query: str) -> "Run":
@@ -102,19 +106,41 @@ class Run:
 
     # --- engine calls
     def dense(self, flt: IndexFilter, limit: int, floor: float | None = None) -> list[Hit]:
+        hits = self._from_prefetched(flt, 0)
+        if hits is not None:
+            return [h for h in hits if floor is None or h.score >= floor][:limit]
         return vector_index().search(self.qvec, flt, limit, min_score=floor)
 
     def bm25(self, flt: IndexFilter, limit: int) -> list[Hit]:
+        hits = self._from_prefetched(flt, 1)
+        if hits is not None:
+            return hits[:limit]
         return keyword_index().search(self.req.query, flt, limit)
+
+    def prefetch(self, flt: IndexFilter, ids) -> None:
+        """Score `ids` (those `flt` lets through) with both engines now, one call each; a later call of
+        this run for some of them, with the same filter otherwise, is answered from the result."""
+        ids = tuple(dict.fromkeys(ids))
+        if ids:
+            self._prefetched[flt] = (set(ids), self.both(replace(flt, ids=ids), len(ids)))
+
+    def _from_prefetched(self, flt: IndexFilter, engine: int) -> list[Hit] | None:
+        asked, hits = self._prefetched.get(replace(flt, ids=()), (set(), None))
+        if not flt.ids or not asked.issuperset(flt.ids):
+            return None
+        # A subset of an engine's answer in its order: each hit's score does not depend on which
+        # other ids were asked (exact cosine; BM25 with corpus-wide statistics).
+        wanted = set(flt.ids)
+        return [h for h in hits[engine] if h.id in wanted]
 
     def both(self, flt: IndexFilter, limit: int) -> tuple[list[Hit], list[Hit]]:
         bm25_future = _POOL.submit(self.bm25, flt, limit)
         dense = self.dense(flt, limit)
         return dense, bm25_future.result()
 
-    def fused(self, flt: IndexFilter, limit: int) -> list[Candidate]:
-        """Dense + BM25 in parallel, RRF order, logistic-regression relevance as the score."""
-        dense, sparse = self.both(flt, limit)
+    def fused(self, flt: IndexFilter, limit: int, hits: tuple[list[Hit], list[Hit]] | None = None) -> list[Candidate]:
+        """Dense + BM25 in parallel (or `hits`, their result), RRF order, logistic-regression relevance as the score."""
+        dense, sparse = hits or self.both(flt, limit)
         cos = {h.id: h.score for h in dense}
         bm25 = {h.id: h.score for h in sparse}
         missing = [i for i in bm25 if i not in cos]
@@ -156,13 +182,22 @@ class Run:
             chunk_future = _POOL.submit(self.fused, replace(self.base, kinds=("chunk",)), req.limit)
         if want_episodes:
             n_episodes = min(p.MRAG_EPISODE_MULTIPLIER * req.limit, p.MRAG_MAX_EPISODES)
-            self.qvec  # embed the query once, before threads share it
-            fact_hits = None
+            # No embedding up front: each `both` starts its BM25 call before its dense one, so BM25
+            # runs while the query is embedded (once: the dense calls wait for one another).
+            episode_flt, fact_hits = replace(self.base, kinds=("episode",)), None
             if want_facts and p.MRAG_FACT_RECALL:  # runs beside the episode recall
                 fact_hits = _POOL.submit(self.both, replace(self.base, kinds=("atomic_fact",)), n_episodes)
-            episodes = self.fused(replace(self.base, kinds=("episode",)), n_episodes)
+            hits = self.both(episode_flt, n_episodes)
             if fact_hits is not None:
-                episodes += self.episodes_of_facts(episodes, *fact_hits.result())
+                fact_hits = fact_hits.result()
+                # One call per engine for what fused still needs (cosines of BM25-only episodes) and
+                # what episodes_of_facts will ask (the scores of the facts' parents), not two in a row.
+                in_dense = {h.id for h in hits[0]}
+                self.prefetch(episode_flt, [h.id for h in hits[1] if h.id not in in_dense] + [
+                    h.extra["parent_id"] for h in (*fact_hits[0], *fact_hits[1]) if h.extra.get("parent_id")])
+            episodes = self.fused(episode_flt, n_episodes, hits)
+            if fact_hits is not None:
+                episodes += self.episodes_of_facts(episodes, *fact_hits)
             for e in episodes:
                 e.kind = "episode"
             if want_facts:

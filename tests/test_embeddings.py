@@ -139,6 +139,25 @@ def test_a_second_call_is_served_from_the_cache_without_the_model(e5, tmp_path):
     np.testing.assert_allclose(again, e5.embed_documents(texts), atol=1e-6)
 
 
+def test_a_repeated_query_is_served_from_memory_and_the_oldest_is_forgotten(e5, tmp_path, monkeypatch):
+    monkeypatch.setattr("retrieval.embeddings.cache.QUERY_CACHE_SIZE", 2)
+    counting = CountingEmbedder(e5)
+    cached = CachedEmbedder(counting, EmbeddingCache(tmp_path / "cache.sqlite3"))
+
+    first = cached.embed_query("where is the report")
+    np.testing.assert_array_equal(cached.embed_query("where is the report"), first)
+    np.testing.assert_array_equal(first, e5.embed_query("where is the report"))
+    assert counting.embedded == ["where is the report"]
+    assert cached.cache.count() == 0  # queries never reach the disk
+
+    cached.embed_query("second")
+    cached.embed_query("where is the report")  # used again: now the most recent
+    cached.embed_query("third")  # over the size: "second" goes
+    cached.embed_query("where is the report")
+    cached.embed_query("second")
+    assert counting.embedded == ["where is the report", "second", "third", "second"]
+
+
 def test_only_new_texts_reach_the_model_and_the_cache_outlives_the_process(e5, tmp_path):
     path = tmp_path / "cache.sqlite3"
     CachedEmbedder(e5, EmbeddingCache(path)).embed_documents(["known text"])

@@ -1,4 +1,4 @@
-"""Milvus filter expressions: pinned as strings, then checked against a real Milvus Lite server."""
+"""Milvus filter expressions: pinned as strings, then checked against Milvus Lite and a Milvus server."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -6,7 +6,13 @@ from django.core.exceptions import ImproperlyConfigured
 from retrieval.backends import clean_filter
 from retrieval.backends.base import IndexFilter
 from retrieval.backends.milvus import MilvusVectorIndex, build_expr, collection_name, string_literal
-from tests.index_fixtures import make_row, milvus_lite_uri, milvus_vector_index  # noqa: F401
+from tests.index_fixtures import (  # noqa: F401  (fixtures are found by name)
+    _server_collections,
+    make_row,
+    milvus_server,
+    milvus_vector_index,
+    server_milvus_vector_index,
+)
 
 HOSTILE = ['x" or tenant_id > 0 or "', 'x\\" or tenant_id > 0 or \\"', "\\", '"', "it's", "a' or 'a'=='a",
            "]) or (1==1", "中文 tab", "%_*"]
@@ -17,14 +23,14 @@ def expr(**kw):
 
 
 def test_minimal_filter():
-    assert expr() == 'tenant_id == 1 and kb_id in [1] and status in ["active"]'
+    assert expr() == 'tenant_id == 1 and kb_id == 1 and status == "active"'
 
 
 def test_full_filter():
     assert expr(kb_ids=(3, 4), kinds=("episode", "atomic_fact"), document_ids=(7,), parent_ids=("memory:p",),
                 ids=("memory:a",), user_id="u", session_id="s", statuses=()) == (
-        'tenant_id == 1 and kb_id in [3, 4] and document_id in [7] and kind in ["episode", "atomic_fact"] '
-        'and parent_id in ["memory:p"] and id in ["memory:a"] and user_id == "u" and session_id == "s"'
+        'tenant_id == 1 and kb_id in [3, 4] and document_id == 7 and kind in ["episode", "atomic_fact"] '
+        'and parent_id == "memory:p" and id == "memory:a" and user_id == "u" and session_id == "s"'
     )
 
 
@@ -39,7 +45,7 @@ def test_values_the_expression_language_cannot_spell_match_nothing():
     assert expr(user_id="a\nb") is None
     assert expr(parent_ids=("a\x00b",)) is None
     assert expr(parent_ids=("a\x00b", "ok")) == (
-        'tenant_id == 1 and kb_id in [1] and parent_id in ["ok"] and status in ["active"]')
+        'tenant_id == 1 and kb_id == 1 and parent_id == "ok" and status == "active"')
 
 
 def test_no_permitted_kb_is_no_expression():
@@ -64,9 +70,16 @@ def test_bad_options_are_improperly_configured(options):
         MilvusVectorIndex({"uri": "", "lite_path": "/tmp/x/milvus.db", **options})
 
 
-def test_hostile_values_round_trip_exactly_on_the_server(milvus_vector_index):
+@pytest.fixture(params=["lite", "server"])
+def any_milvus_index(request):
+    """The backend on Milvus Lite, then on a Milvus server (see tests/index_fixtures.py: milvus_server)."""
+    names = {"lite": "milvus_vector_index", "server": "server_milvus_vector_index"}
+    return request.getfixturevalue(names[request.param])
+
+
+def test_hostile_values_round_trip_exactly_on_the_server(any_milvus_index):
     """A row whose user_id *is* the hostile string is found by it, and nothing else is."""
-    index = milvus_vector_index
+    index = any_milvus_index
     index.upsert([make_row(f"chunk:{n}", "same text", user_id=v, session_id=v, parent_id=v)
                   for n, v in enumerate(HOSTILE)])
     index.upsert([make_row("chunk:other-tenant", "same text", tenant_id=2, user_id=HOSTILE[0])])

@@ -5,11 +5,13 @@ the cache makes that a lookup. Rows are immutable (a text's vector under one mod
 so concurrent writers cannot disagree: an upsert (`INSERT OR REPLACE`) and WAL are all the
 coordination needed.
 A connection is opened per call, which keeps it safe across threads and forked workers.
+Query vectors never go to disk; each process keeps the last ones it computed in memory.
 """
 
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from contextlib import closing
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from retrieval.embeddings.base import Embedder, check_texts, empty
 
 # SQLite's default limit on host parameters was 999 before 3.32; stay under it.
 _CHUNK = 500
+# Recent query vectors kept in memory: 1.5 KB each at 384-d, so 1024 of them cost 1.5 MB.
+QUERY_CACHE_SIZE = 1024
 
 
 def text_key(text: str) -> str:
@@ -83,6 +87,8 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
         self._stats_lock = threading.Lock()
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # least recently used first
+        self._queries_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -112,5 +118,22 @@ class CachedEmbedder:
         return np.vstack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def embed_query(self, text: str) -> np.ndarray:
-        # Queries are one short text each and rarely repeat exactly; a disk write per search costs more.
-        return self.inner.embed_query(text)
+        # Queries stay in memory, not on disk: a disk write per search would cost more than it saves,
+        # but the same query often comes back within minutes (the console re-run with another
+        # method, a retried or paged API call), and embedding it again costs 10-40 ms of CPU.
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+        vector.flags.writeable = False  # shared by every caller that asks again
+        with self._queries_lock:
+            self._queries[text] = vector
+            if len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def clear_query_cache(self) -> None:
+        with self._queries_lock:
+            self._queries.clear()
