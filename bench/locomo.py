@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.locomo ../shared/data/locomo/locomo10_dev.json --convs 0
     .venv/bin/python -m bench.locomo PATH --convs 0,1,2,3,4,5 --json > locomo.json
+    .venv/bin/python -m bench.locomo PATH --embedding-cache /tmp/e5.sqlite --keep --dump misses.json
 
 A throwaway embedded Loci (temporary var dir, SQLite, Milvus Lite, SQLite FTS) gets a tenant, a
 KB and an API key; every conversation is posted through `POST /api/v1/memories` (DRF test client,
@@ -184,7 +185,7 @@ def flat_rankings(conv: dict, top_k: int, embed_query) -> dict[str, list[list[st
 # --- the run
 
 def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], embedding_cache: str | None,
-        log=print, keep: bool = False) -> dict:
+        log=print, keep: bool = False, dump: str | None = None) -> dict:
     var = setup(embedding_cache)
     from django.conf import settings
 
@@ -210,12 +211,15 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
                     body = {"query": q["question"], "method": method, "top_k": top_k,
                             "filters": {"user_id": conv["user_id"]}}
                     ranked = ranked_dia_ids(call(client, "post", "/api/v1/memories/search", body), method)
-                    rows[method].append({"category": q["category"], "ranked": ranked, "evidence": q["evidence"]})
+                    rows[method].append({"conv": conv["index"], "question": q["question"], "category": q["category"],
+                                         "ranked": ranked, "evidence": q["evidence"]})
             for name, rankings in flat_rankings(conv, top_k, model.embed_query).items():
-                rows[name] += [{"category": q["category"], "ranked": r, "evidence": q["evidence"]}
-                               for q, r in zip(conv["questions"], rankings)]
+                rows[name] += [{"conv": conv["index"], "question": q["question"], "category": q["category"],
+                                "ranked": r, "evidence": q["evidence"]} for q, r in zip(conv["questions"], rankings)]
             stats["search_seconds"] += time.perf_counter() - searched
         report = summarise(rows, stats, indices, top_k)
+        if dump:  # every question's ranked dia_ids per method, for looking at the misses
+            Path(dump).write_text(json.dumps(rows, indent=1))
         if keep:
             report["var_dir"] = str(var)
         return report
@@ -289,6 +293,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--embedding-cache", help="reuse this embedding cache file across runs (speed only)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary var dir (database, indexes)")
+    parser.add_argument("--dump", help="write every question's ranked dia_ids per method to this JSON file")
     args = parser.parse_args(argv)
     try:
         indices = [int(i) for i in args.convs.split(",") if i.strip()]
@@ -300,7 +305,8 @@ def main(argv=None) -> int:
     if not 1 <= args.top_k <= 100:
         parser.error("--top-k must be from 1 to 100")
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
-    report = run(Path(args.path), indices, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep)
+    report = run(Path(args.path), indices, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep,
+                 dump=args.dump)
     print(json.dumps(report, indent=2) if args.json else table(report))
     return 0
 

@@ -121,7 +121,7 @@ def test_flush_extracts_an_episode_and_facts_citing_message_ids(world, alice, co
     episode = Memory.objects.get(kind="episode")
     assert episode.source_message_ids == [f"m{i}" for i in range(1, 7)]
     assert (episode.user_id, episode.session_id, episode.kb) == ("u1", "s1", world.docs)
-    assert episode.occurred_at == T0 and "2023-05-08" in episode.text
+    assert episode.occurred_at == T0 and "8 May 2023" in episode.text
     facts = list(Memory.objects.filter(kind="atomic_fact"))
     assert len(facts) == result["facts"]
     assert all(f.parent_id == episode.pk and f.segment_id == episode.segment_id for f in facts)
@@ -144,7 +144,7 @@ def test_search_finds_a_conversation_fact_with_its_message_ids(alice, committed,
     body = response.json()
     facts = body["facts"] + [f for e in body["episodes"] for f in e["atomic_facts"]]
     hit = next(f for f in facts if "support group" in f["atomic_fact"])
-    assert "2023-05-07" in hit["atomic_fact"]
+    assert "7 May 2023" in hit["atomic_fact"]
     assert {"type": "message", "message_id": "m3", "session_id": "s1"} in hit["sources"]
     assert body["raw_messages"] == []
 
@@ -170,6 +170,19 @@ def test_a_near_duplicate_found_in_the_index_merges_but_a_different_speaker_does
     merged = Memory.objects.get(kind="atomic_fact", text__contains="named Biscuit", metadata__subject="Caroline")
     assert merged.source_message_ids == ["a1", "b1"]
     assert Memory.objects.filter(kind="atomic_fact", text__contains="Biscuit").count() == 2  # Melanie's is hers
+
+
+def test_facts_carry_the_day_they_were_said_and_two_shared_photos_stay_two(alice, committed):
+    photo = "Look at this! [shares a photo of a dog sitting on a couch]"
+    ingest(alice, committed, chat=[("Caroline", photo), ("Melanie", "Aww!")], prefix="a")
+    result = ingest(alice, committed, session="s2", chat=[("Caroline", photo), ("Melanie", "Cute!")], prefix="b",
+                    start=T0 + timedelta(days=3))
+    assert result["merged_duplicates"] == 0  # the same caption, but another photo on another day
+    shared = Memory.objects.filter(kind="atomic_fact", text__contains="shares a photo").order_by("text")
+    assert [(m.text, m.source_message_ids) for m in shared] == [
+        ("Caroline shares a photo of a dog sitting on a couch (11 May 2023)", ["b1"]),
+        ("Caroline shares a photo of a dog sitting on a couch (8 May 2023)", ["a1"]),
+    ]
 
 
 def test_a_contradicting_fact_supersedes_the_older_one(world, alice, committed):

@@ -79,18 +79,22 @@ def test_it_resolves_speakers_and_relative_dates_in_a_locomo_session(locomo_sess
     episode = DeterministicExtractor().extract(ExtractionUnit("", locomo_session_1))
 
     (group,) = [f for f in episode.facts if f.source_ids == ["D1:3"]]
-    assert group.text.startswith("Caroline went to a LGBTQ support group yesterday (2023-05-07)")
+    assert group.text.startswith("Caroline went to a LGBTQ support group yesterday (7 May 2023)")
     assert group.occurred_at.date() == date(2023, 5, 7)
     assert group.subject == "Caroline"
     swamped = next(f for f in episode.facts if f.source_ids == ["D1:2"])
     assert swamped.text == "Melanie is swamped with the kids & work."
+    # D1:13 "Is this your own painting?" D1:14 "Yeah, I painted that lake sunrise last year! …": the
+    # answer carries the question it answers and cites it after its own message.
     painted = next(f for f in episode.facts if "lake sunrise" in f.text)
-    assert painted.text.startswith("Melanie painted that lake sunrise last year (2022)")
+    assert painted.text.startswith(
+        "Caroline asked: Is this Melanie's own painting? Melanie painted that lake sunrise last year (2022)")
+    assert painted.source_ids == ["D1:14", "D1:13"]
     for fact in episode.facts:  # first person resolved everywhere, greetings and questions gone
         assert not re.search(r"\b(I|I'm|my|me)\b", fact.text), fact.text
         assert not fact.text.endswith("?")
     assert not any(f.source_ids == ["D1:1"] for f in episode.facts)  # "Hey Mel! Good to see you!…"
-    assert episode.summary.startswith("On 2023-05-08, Caroline and Melanie talked about support group")
+    assert episode.summary.startswith("On 8 May 2023, Caroline and Melanie talked about support group")
     assert "Caroline went to a LGBTQ support group" in episode.summary
     assert episode.topic.startswith("Caroline and Melanie: support group")
     assert episode.occurred_at == locomo_session_1[0].timestamp
@@ -109,10 +113,57 @@ def test_it_resolves_you_to_the_other_speaker_and_a_single_named_person():
 
     texts = {tuple(f.source_ids): f.text for f in DeterministicExtractor().extract(unit).facts}
 
-    assert texts[("m1",)] == "Jon's friend Anna visited us last weekend (weekend of 2024-03-02)."
+    assert texts[("m1",)] == "Jon's friend Anna visited us last weekend (weekend of 2 March 2024)."
     # The antecedent's message is cited too: the name came from it.
     assert texts[("m1", "m2")] == "Anna brought her famous lemon cake and Gina would have loved it."
-    assert texts[("m3",)] == "Gina has tried Jon's lemon cake recipe twice this month (2024-03)!"
+    assert texts[("m3",)] == "Gina has tried Jon's lemon cake recipe twice this month (March 2024)!"
+
+
+@pytest.fixture(scope="module")
+def locomo_session_11() -> list[Passage]:
+    conversation = json.loads(LOCOMO.read_text())[0]["conversation"]
+    when = datetime.strptime(conversation["session_11_date_time"], "%I:%M %p on %d %B, %Y")
+    return [Passage(m["dia_id"], m["text"], m["speaker"], when) for m in conversation["session_11"][:6]]
+
+
+def test_an_answer_carries_the_question_it_answers(locomo_session_11):
+    facts = DeterministicExtractor().extract(ExtractionUnit("", locomo_session_11)).facts
+
+    # D11:2 Caroline: "… What concert was it? …"  D11:3 Melanie: "Thanks, Caroline! It was Matt Patterson, …"
+    (answer,) = [f for f in facts if "Matt Patterson" in f.text]
+    assert answer.text == "Caroline asked: What concert was it? Melanie: It was Matt Patterson, he is so talented!"
+    assert answer.source_ids == ["D11:3", "D11:2"]  # its own message first, then the question's
+    # D11:3 ends "What's up with you? Anything interesting going on?": small talk lends D11:4 nothing.
+    assert not any("D11:3" in f.source_ids and "D11:4" in f.source_ids for f in facts)
+    assert sum(1 for f in facts if " asked: " in f.text) == 2  # D11:5's question reaches D11:6 too
+
+
+def test_a_tag_question_is_not_a_question_to_answer():
+    when = datetime(2023, 7, 3)
+    unit = ExtractionUnit("", [
+        Passage("p1", "That pottery bowl came out so pretty, right?", "Jon", when),
+        Passage("p2", "My kids painted the flowers on it with me last weekend.", "Gina", when),
+    ])
+
+    (fact,) = DeterministicExtractor().extract(unit).facts
+
+    assert fact.text == "Gina's kids painted the flowers on it with Gina last weekend (weekend of 1 July 2023)."
+    assert fact.source_ids == ["p2"]
+
+
+def test_a_shared_photo_is_a_fact_of_its_own_and_a_name_is_not_repeated():
+    when = datetime(2023, 7, 3)
+    unit = ExtractionUnit("", [Passage(
+        "p1", "I took my dog and my cat to the vet. Look at this! [shares a photo of a bowl with a flower design]",
+        "Gina", when)])
+
+    episode = DeterministicExtractor().extract(unit)
+
+    assert [(f.text, f.source_ids) for f in episode.facts] == [
+        ("Gina took their dog and their cat to the vet.", ["p1"]),
+        ("Gina shares a photo of a bowl with a flower design", ["p1"]),
+    ]
+    assert "photo" not in episode.topic and "shares" not in episode.topic
 
 
 def test_it_leaves_an_ambiguous_she_alone():
@@ -166,6 +217,19 @@ def test_it_resolves_chinese_speakers_and_relative_dates():
         "小明昨天（2024-01-09）去了北京的故宫博物院参观。",
         "小明去年（2023）也说过想去那里看看古代的书画展览。",
     ]
+
+
+def test_a_chinese_answer_carries_its_question_too():
+    when = datetime(2024, 1, 10, 9, 30)
+    unit = ExtractionUnit("", [
+        Passage("m1", "你昨天去哪儿参观了？", "小红", when),
+        Passage("m2", "我昨天去了北京的故宫博物院参观。", "小明", when),
+    ])
+
+    (fact,) = DeterministicExtractor().extract(unit).facts
+
+    assert fact.text == "小红问：小明昨天去哪儿参观了？小明昨天（2024-01-09）去了北京的故宫博物院参观。"
+    assert fact.source_ids == ["m2", "m1"]
 
 
 def test_it_turns_table_rows_into_one_fact_each():
@@ -230,10 +294,11 @@ def test_sentence_splitting_keeps_abbreviations_decimals_and_chinese_quotes():
 @pytest.mark.parametrize(
     ("text", "expected", "start"),
     [
-        ("We met last week.", "We met last week (week of 2023-05-01).", date(2023, 5, 1)),
-        ("She moved there 3 days ago.", "She moved there 3 days ago (2023-05-05).", date(2023, 5, 5)),
-        ("They will visit next month.", "They will visit next month (2023-06).", date(2023, 6, 1)),
-        ("The show is tonight.", "The show is tonight (2023-05-08).", date(2023, 5, 8)),
+        ("We met last week.", "We met last week (week of 1 May 2023).", date(2023, 5, 1)),
+        ("She moved there 3 days ago.", "She moved there 3 days ago (5 May 2023).", date(2023, 5, 5)),
+        ("They will visit next month.", "They will visit next month (June 2023).", date(2023, 6, 1)),
+        ("The show is tonight.", "The show is tonight (8 May 2023).", date(2023, 5, 8)),
+        ("We moved here two years ago.", "We moved here two years ago (2021).", date(2021, 1, 1)),
         ("我们上周见过面。", "我们上周（2023-05-01当周）见过面。", date(2023, 5, 1)),
         ("他去年搬家了。", "他去年（2022）搬家了。", date(2022, 1, 1)),
         ("Nothing relative here.", "Nothing relative here.", None),

@@ -110,6 +110,16 @@ def test_an_over_long_topic_is_cut_at_its_least_similar_gap():
     assert starts and all(3 <= b - a <= 8 for a, b in zip(bounds, bounds[1:]))
 
 
+def test_an_over_long_topic_is_not_cut_between_a_question_and_its_answer():
+    detector = DeterministicBoundaryDetector(embed=constant_embed, max_segment=8, min_segment=3)
+    texts = [f"Did you see the garden number {i}?" for i in range(10)]
+    texts[4] = "The garden was lovely this year."  # the only turn no one answers
+    assert detector.detect(turns(texts)).starts == [5]
+    # A tag question asks for agreement, not an answer: its gap is as good a cut as any.
+    texts = [f"The garden number {i} is lovely, right?" for i in range(10)]
+    assert detector.detect(turns(texts)).starts == [3]
+
+
 def window_of_four():
     return turns(["I went to a support group yesterday.", "How was it?", "Anyway, want to go hiking?", "Sure!"])
 
@@ -167,5 +177,5 @@ def test_a_relative_date_is_resolved_from_the_message_time(world, django_capture
         accumulate_messages(scope, world.notes, user_id="u1", session_id="s1", messages=messages)
         flush_session(scope, world.notes, user_id="u1", session_id="s1")
     fact = Memory.objects.get(kind="atomic_fact", source_message_ids=["d1"])
-    assert "2023-05-07" in fact.text and fact.text.startswith("Caroline went")
+    assert "yesterday (7 May 2023)" in fact.text and fact.text.startswith("Caroline went")
     assert fact.occurred_at.date().isoformat() == "2023-05-07"

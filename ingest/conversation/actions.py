@@ -20,6 +20,7 @@ from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.extraction.dates import dated
 from ingest.models import Memory, MemoryHistory, Message
 from ingest.pipeline import memory_uuid
 from tenants.access import Scope
@@ -31,9 +32,10 @@ log = logging.getLogger(__name__)
 CONVERSATIONS_KB = "conversations"
 # A fact with fewer distinct content terms (stop words and speaker names aside) is chat filler.
 MIN_FACT_TERMS = 1
-# Words of a model-free episode narrative (see `narrative`): ~6 turns' worth of statements.
-# On LoCoMo conversation 0, 200 recalled more evidence than 80 (the extractor's summary) or 400.
-EPISODE_WORDS = 200
+# Words of a model-free episode narrative (see `narrative`): a 12-turn MemCell's statements.
+# With 6-turn MemCells, 200 recalled more LoCoMo evidence than 80 (the extractor's summary) or 400;
+# with 12-turn ones (boundaries.MAX_SEGMENT_MESSAGES) 400 keeps the whole MemCell.
+EPISODE_WORDS = 400
 
 
 class ConversationError(ValueError):
@@ -158,11 +160,15 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     cited = {m.message_id for m in messages}
     facts = [f for f in extracted.facts if informative(f.text, participants)]
     said_by = {m.message_id: speaker(m) for m in messages}
+    said_at = {m.message_id: m.timestamp for m in messages}
     texts = [attributed(f.text.strip(), said_by.get(next(iter(f.source_ids), ""), "") or f.subject) for f in facts]
+    if mode != "llm":  # a model writes its own dates; extracted sentences carry their message's day
+        texts = [dated(t, said_at.get(next(iter(f.source_ids), ""))) for t, f in zip(texts, facts)]
     episode_text = narrative(extracted.summary, [f.text.strip() for f in facts], mode) or _fallback_summary(messages)
     # Embedded here for the duplicate check; the embedding cache hands the same vectors to indexing.
     vectors = embedder().embed_documents(texts) if texts else None
-    plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts]) if texts else []
+    plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts],
+                       [f.note for f in facts]) if texts else []
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -238,7 +244,8 @@ def _write_facts(kb, episode: Memory, facts, texts, plans: list[FactPlan], cited
             text=texts[plan.index], topic=episode.topic, source_message_ids=sources, user_id=episode.user_id,
             session_id=episode.session_id, segment_id=episode.segment_id,
             occurred_at=fact.occurred_at or episode.occurred_at, extraction_mode=mode,
-            content_hash=Memory.hash_text(texts[plan.index]), metadata={"subject": fact.subject or ""},
+            content_hash=Memory.hash_text(texts[plan.index]),
+            metadata={"subject": fact.subject or "", **({"note": True} if fact.note else {})},
         ))
     Memory.objects.bulk_create(created)
     for target in merged.values():

@@ -11,6 +11,8 @@ from typing import Callable
 import numpy as np
 
 from ingest.conversation.segmentation import BoundaryDecision, Turn, format_window
+from ingest.extraction.coreference import asks_something
+from ingest.extraction.sentences import split_sentences
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +29,15 @@ TOPIC_WINDOW = 3
 TOPIC_THRESHOLD = 0.91
 # No topic boundary leaves a segment shorter than this.
 MIN_SEGMENT_MESSAGES = 3
-# A segment longer than this is cut at its least similar gap. Short MemCells make specific
-# episodes, and a hit episode spends one evidence slot per turn. On LoCoMo conversation 0, hybrid
-# evidence recall@10 with 80-word episodes was 0.59 for at most 12 turns, 0.64 for 8, 0.65 for 6,
-# 0.66 for 4; with 6 it rose to 0.67 with speaker-attributed facts and to 0.71 once episodes carried
-# the whole MemCell (actions.EPISODE_WORDS), where 8 turns gave 0.68 and 4 gave 0.69. Within 6
-# turns the threshold above made no measurable difference (0.89 and 0.93 scored the same).
-MAX_SEGMENT_MESSAGES = 6
+# A segment longer than this is cut at its least similar gap (never between a question and its
+# answer while another gap will do). While hybrid search returned whole episodes, short MemCells
+# won: each hit episode spent one evidence slot per turn (LoCoMo conversation 0: 6 turns 0.71, 12
+# turns 0.59). Since facts with their own fusion weights fill the results, an episode is mostly the
+# context that ranks its facts, and a longer one carries more of it: on LoCoMo conversations 0-5,
+# hybrid evidence recall@10 was 0.749 for 6 turns (200-word episodes), 0.756 for 12 (400 words),
+# 0.735 for 24 (800 words). Within 6 turns the threshold above made no measurable difference
+# (0.89 and 0.93 scored the same).
+MAX_SEGMENT_MESSAGES = 12
 
 # EverCore allows five attempts at a usable boundary reply.
 LLM_ATTEMPTS = 5
@@ -96,8 +100,10 @@ class DeterministicBoundaryDetector:
         starts = set(hard)
         if any(b - a > self.min_segment for a, b in blocks):  # only then can a topic boundary exist
             vectors = self.embed([t.line for t in turns])
+            answered = {i for i in range(1, len(turns)) if turns[i].sender != turns[i - 1].sender
+                        and asks_something(split_sentences(turns[i - 1].text))}
             for a, b in blocks:
-                starts.update(self._topic_starts(vectors, a, b))
+                starts.update(self._topic_starts(vectors, a, b, answered))
         # Without a model of intent the tail can always continue; a final flush packs it anyway.
         return BoundaryDecision(sorted(starts), should_wait=True)
 
@@ -116,7 +122,8 @@ class DeterministicBoundaryDetector:
             sims[i] = float(left @ right) / denominator
         return sims
 
-    def _topic_starts(self, vectors: np.ndarray, a: int, b: int) -> set[int]:
+    def _topic_starts(self, vectors: np.ndarray, a: int, b: int, answered: set[int] = frozenset()) -> set[int]:
+        """Topic boundaries inside [a, b); `answered` gaps (a question, then its answer) are cut last."""
         sims = self.gap_similarities(vectors, a, b)
         chosen: set[int] = set()
 
@@ -138,7 +145,8 @@ class DeterministicBoundaryDetector:
             if hi - lo <= self.max_segment:
                 continue
             inside = [i for i in range(lo + self.min_segment, hi - self.min_segment + 1)]
-            cut = min(inside, key=lambda i: sims.get(i, 1.0))
+            # A cut between a question and its answer strands both: the answer's fact needs the question.
+            cut = min(inside, key=lambda i: (i in answered, sims.get(i, 1.0)))
             chosen.add(cut)
             queue += [(lo, cut), (cut, hi)]
         return chosen

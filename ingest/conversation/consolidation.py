@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ingest.extraction.dates import undated
 from ingest.models import Memory
 
 log = logging.getLogger(__name__)
@@ -111,11 +112,15 @@ class Recent:
 
 
 def near_duplicates(a: str, b: str, subject_a: str, subject_b: str) -> bool:
-    """The lexical half of the near-duplicate test (the caller has checked the cosine)."""
+    """The lexical half of the near-duplicate test (the caller has checked the cosine).
+
+    The day a statement was made (`dates.dated`) is left out: said again a week later, it is the same fact.
+    """
     from retrieval.text import tokenize
 
     if subject_a != subject_b:
         return False
+    a, b = undated(a), undated(b)
     ta, tb = set(tokenize(a)), set(tokenize(b))
     if {t for t in ta if any(c.isdigit() for c in t)} != {t for t in tb if any(c.isdigit() for c in t)}:
         return False
@@ -123,9 +128,14 @@ def near_duplicates(a: str, b: str, subject_a: str, subject_b: str) -> bool:
 
 
 def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: Recent,
-               subjects: list[str] | None = None) -> list[FactPlan]:
-    """What to do with each new fact text of one segment (see the module docstring)."""
+               subjects: list[str] | None = None, notes: list[bool] | None = None) -> list[FactPlan]:
+    """What to do with each new fact text of one segment (see the module docstring).
+
+    A `notes` fact ("Caroline shares a photo of a dog") records an event, not a statement: two
+    photos with alike captions are two photos, so it is neither merged nor a merge target.
+    """
     subjects = subjects or [""] * len(texts)
+    notes = notes or [False] * len(texts)
     hashes = [Memory.hash_text(t) for t in texts]
     scope = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
                                   status=Memory.Status.ACTIVE)
@@ -133,14 +143,17 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
     by_hash.update({m.content_hash: m for m in recent.memories if m.content_hash in set(hashes)})
     plans, similar_for = [], {}
     for i, (text, digest) in enumerate(zip(texts, hashes)):
-        if digest in by_hash:
+        if notes[i]:
+            plans.append(FactPlan(i))
+            continue
+        if digest in by_hash and not (by_hash[digest].metadata or {}).get("note"):
             plans.append(FactPlan(i, duplicate_of=by_hash[digest]))
             continue
         neighbours = _index_neighbours(kb, user_id, vectors[i])
         near, score = recent.nearest(vectors[i])
         if near is not None:
             neighbours.append((near, score))
-        same = [(m, sim) for m, sim in neighbours if sim >= DUPLICATE_COSINE
+        same = [(m, sim) for m, sim in neighbours if sim >= DUPLICATE_COSINE and not (m.metadata or {}).get("note")
                 and near_duplicates(text, m.text, subjects[i], (m.metadata or {}).get("subject", ""))]
         if same:
             plans.append(FactPlan(i, duplicate_of=max(same, key=lambda pair: pair[1])[0]))

@@ -36,6 +36,7 @@ class ExtractedFact:
     source_ids: list[str]  # Passage.source_id values this fact came from
     occurred_at: datetime | None = None
     subject: str = ""
+    note: bool = False  # what a chat client noted ("shares a photo of …"): an event, never a restatement
 
 
 @dataclass

@@ -22,7 +22,7 @@ _MODALS = set("can could will would shall should may might must cannot can't won
 _ADVERBS = set(
     "really just also still never always often usually even actually recently finally sometimes totally "
     "definitely already truly mostly rarely seriously absolutely literally kinda sorta gotta wanna gonna "
-    "only ever generally currently personally honestly".split()
+    "only ever generally currently personally honestly first once later".split()
 )
 _NOT_VERBS = set("and or but to too so as the a an not that this it if in on at of for with about all".split())
 _AGREE = {
@@ -132,6 +132,23 @@ def resolve_second_person(text: str, listener: str) -> str:
         return name + ("\x00" if _CLAUSE_START.search(before) else "\x01")
 
     return _apply_agreement(_SECOND_PERSON.sub(replace, text))
+
+
+def fewer_repeats(text: str, participants: list[str]) -> str:
+    """"Gina is growing Gina's store with Gina's friends" → "Gina is growing their store with their friends".
+
+    Resolving every "my" to the name repeats it; after the first mention a possessive is "their",
+    unambiguous while the fact names no other participant. (Each repeat also counts as one more
+    match for a question that names the person, so the most repetitive statements used to outrank
+    the ones that answer.)
+    """
+    named = [p for p in participants if p and re.search(rf"(?<![\w]){re.escape(p)}(?![\w])", text)]
+    if len(named) != 1:
+        return text
+    possessive = re.compile(rf"(?<![\w]){re.escape(named[0])}'s(?![\w])")
+    first = re.search(rf"(?<![\w]){re.escape(named[0])}(?![\w])", text)
+    head, tail = text[: first.end()], text[first.end() :]
+    return head + possessive.sub("their", tail)
 
 
 def _apply_agreement(text: str) -> str:
@@ -319,3 +336,55 @@ def prefix_topic(text: str, topic: str) -> str:
     if topic and _DOCUMENT_ANAPHOR.match(text):
         return f"[{topic}] {text}"
     return text
+
+
+# A chat question ends with a question mark (closing quotes allowed); a bracketed note after it
+# ("[shares a photo of …]") does not make it a statement.
+_ASKED = re.compile(r"[?？][\"'”’)）]*(?:\s*\[[^\]]*\])?$")
+# A tag ("…, right?", "…, you know?") asks for agreement, not information.
+_TAG_QUESTION = re.compile(r"(?:\b(?:right|huh|eh|you know|ok|okay|yeah)|n't (?:it|they|you|he|she|we))\s*[?？]$", re.I)
+# Small talk: a question made only of these words ("Anything new lately?", "What's been happening
+# since we last talked?") is about nothing in particular, so the answer gains nothing from it.
+SMALL_TALK = frozenset(
+    """new lately recently happening happened happen going doing else since last talked talk chat chatted
+    coming interesting fun exciting news share stories fill life week weekend today days""".split()
+)
+
+
+@dataclass
+class Question:
+    """The question a chat turn left open, for the other speaker's next turn to answer."""
+
+    asker: str
+    text: str  # as asked, pronouns resolved ("What got Melanie into running?")
+    source_id: str
+
+
+def open_question(sentences: list[str], asker: str, listener: str, source_id: str) -> Question | None:
+    """The last question of a turn, with "I"/"you" resolved to the asker and the listener; None if it asks none."""
+    asked = [s for s in sentences if _ASKED.search(s.strip())]
+    if not asked:
+        return None
+    question = re.sub(r"\s*\[[^\]]*\]$", "", asked[-1].strip())
+    if _TAG_QUESTION.search(question):
+        return None
+    text = resolve_second_person(resolve_first_person(question, asker), listener)
+    return Question(asker, text[:1].upper() + text[1:], source_id)
+
+
+def asks_something(sentences: list[str]) -> bool:
+    """Whether a turn asks a question (a tag like "…, right?" aside) that the next speaker may answer."""
+    return open_question(sentences, "", "", "") is not None
+
+
+def in_reply(answer: str, speaker: str, question: Question) -> str:
+    """An elliptical answer made self-contained by its question.
+
+    "It was Matt Patterson!" alone says nothing about a concert; after "Caroline asked: What
+    concert was it?" it does. The speaker is named unless the answer already names them.
+    """
+    if re.search(r"[\u4e00-\u9fff]", question.text + answer):  # 小红问：你去哪儿了？小明：去了故宫。
+        said = answer if not speaker or speaker in answer else f"{speaker}：{answer}"
+        return f"{question.asker}问：{question.text}{said}" if question.asker else f"{question.text}{said}"
+    said = answer if not speaker or speaker.lower() in answer.lower() else f"{speaker}: {answer}"
+    return f"{question.asker} asked: {question.text} {said}" if question.asker else f"{question.text} {said}"

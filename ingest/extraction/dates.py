@@ -1,7 +1,8 @@
 """Relative date expressions ("yesterday", "last week", "去年") made absolute against a reference date.
 
 The original words stay in the text and the absolute date follows in brackets, so quoting stays
-faithful and the date becomes searchable: "went yesterday" → "went yesterday (2023-05-07)".
+faithful and the date becomes searchable: "went yesterday" → "went yesterday (7 May 2023)" (the
+way English questions name dates: "on 7 May", "in May 2023"), "昨天" → "昨天（2023-05-07）".
 """
 
 import re
@@ -14,7 +15,15 @@ class ResolvedDate:
     """Where a relative expression points: the start of the day, week, month or year it names."""
 
     start: date
-    label: str  # what goes in brackets: "2023-05-07", "week of 2023-05-01", "2023-04", "2022"
+    label: str  # ISO, for Chinese text: "2023-05-07", "week of 2023-05-01", "2023-04", "2022"
+    unit: str = "day"  # day, week, weekend, month or year
+
+    @property
+    def words(self) -> str:
+        """The date as English text writes it: "7 May 2023", "week of 1 May 2023", "April 2023", "2022"."""
+        day = f"{self.start.day} {self.start:%B %Y}"
+        return {"day": day, "week": f"week of {day}", "weekend": f"weekend of {day}",
+                "month": f"{self.start:%B %Y}"}.get(self.unit, str(self.start.year))
 
 
 _NUMBER_WORDS = {
@@ -87,12 +96,38 @@ def resolve_relative_dates(text: str, reference: date | datetime | None) -> tupl
         if zh:
             label = re.sub(r"^week of (.*)$", r"\1当周", re.sub(r"^weekend of (.*)$", r"\1周末", resolved.label))
             return f"{match.group(0)}（{label}）"
-        return f"{match.group(0)} ({resolved.label})"
+        return f"{match.group(0)} ({resolved.words})"
 
     text = _EN.sub(replace, text)
     if zh:
         text = _ZH.sub(replace, text)
     return text, (first[0] if first else None)
+
+
+# A date this module wrote: "(7 May 2023)", "(week of 1 May 2023)", "(June 2023)", "(2022)", "（2023-05-07）".
+_WRITTEN = re.compile(r"\((?:(?:week|weekend) of )?(?:\d{1,2} )?(?:[A-Z][a-z]+ )?\d{4}\)|（[^（）]*\d{4}[^（）]*）")
+
+
+def dated(text: str, when: date | datetime | None) -> str:
+    """A statement with the day it was made ("… (8 May 2023)"), unless a date it names is already resolved.
+
+    A chat fact read on its own has lost its message's time: "Melanie is swamped with work" is
+    true of one day, and questions ask "what did Melanie do in May 2023?".
+    """
+    if when is None or _WRITTEN.search(text):
+        return text
+    day = when.date() if isinstance(when, datetime) else when
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return f"{text}（{day.isoformat()}）"
+    return f"{text} ({day.day} {day:%B %Y})"
+
+
+def undated(text: str) -> str:
+    """The statement without the day `dated` added to it."""
+    return _STAMP.sub("", text)
+
+
+_STAMP = re.compile(r" \(\d{1,2} [A-Z][a-z]+ \d{4}\)$|（\d{4}-\d{2}-\d{2}）$")
 
 
 def _resolve(m: re.Match, ref: date) -> ResolvedDate | None:
@@ -109,7 +144,7 @@ def _resolve(m: re.Match, ref: date) -> ResolvedDate | None:
             return _month(ref, months)
     for name, years in {"yearbefore": -2, "lastyear": -1, "thisyear": 0, "nextyear": 1}.items():
         if name in groups:
-            return ResolvedDate(date(ref.year + years, 1, 1), str(ref.year + years))
+            return ResolvedDate(date(ref.year + years, 1, 1), str(ref.year + years), "year")
     if "rel" in groups:
         return _relative(groups["rel"].lower(), groups["unit"].lower(), ref)
     if "agounit" in groups:
@@ -126,11 +161,11 @@ def _relative(rel: str, unit: str, ref: date) -> ResolvedDate | None:
         saturday = ref - timedelta(days=ref.weekday()) + timedelta(days=5 + 7 * step)
         if step == -1 and ref.weekday() == 6:
             saturday += timedelta(days=7)  # on a Sunday, "last weekend" is the one just ending
-        return ResolvedDate(saturday, f"weekend of {saturday.isoformat()}")
+        return ResolvedDate(saturday, f"weekend of {saturday.isoformat()}", "weekend")
     if unit == "month":
         return _month(ref, step)
     if unit == "year":
-        return ResolvedDate(date(ref.year + step, 1, 1), str(ref.year + step))
+        return ResolvedDate(date(ref.year + step, 1, 1), str(ref.year + step), "year")
     target = _WEEKDAYS.index(unit)
     if step == -1:  # "last Friday": the most recent Friday before the reference day
         delta = (ref.weekday() - target) % 7 or 7
@@ -151,7 +186,7 @@ def _ago(n: str, unit: str, ref: date) -> ResolvedDate | None:
         return _day(ref - timedelta(weeks=count))
     if unit in ("month", "月"):
         return _month(ref, -count)
-    return ResolvedDate(date(ref.year - count, 1, 1), str(ref.year - count))
+    return ResolvedDate(date(ref.year - count, 1, 1), str(ref.year - count), "year")
 
 
 def _day(d: date) -> ResolvedDate:
@@ -160,10 +195,10 @@ def _day(d: date) -> ResolvedDate:
 
 def _week(ref: date, step: int) -> ResolvedDate:
     monday = ref - timedelta(days=ref.weekday()) + timedelta(weeks=step)
-    return ResolvedDate(monday, f"week of {monday.isoformat()}")
+    return ResolvedDate(monday, f"week of {monday.isoformat()}", "week")
 
 
 def _month(ref: date, step: int) -> ResolvedDate:
     index = ref.year * 12 + ref.month - 1 + step
     first = date(index // 12, index % 12 + 1, 1)
-    return ResolvedDate(first, first.strftime("%Y-%m"))
+    return ResolvedDate(first, first.strftime("%Y-%m"), "month")

@@ -40,6 +40,9 @@ _BOILERPLATE = re.compile(
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl"})  # PDF text keeps them
 _TERMINAL = re.compile(r"[.!?。！？;；:：\"'”’)）]$")
 _QUESTION = re.compile(r"[?？][\"'”’)）]*$")
+# A note a chat client adds to a message ("[shares a photo of a cake]"), at its end.
+_TRAILING_NOTE = re.compile(r"\s*(\[[^\[\]]{3,}\])\s*$")
+_NOTE = re.compile(r"\[([^\[\]]{3,})\]")
 _SIGN_OFF = re.compile(
     r"^(?:have (?:fun|a good)|take care|let me know|keep (?:it up|me posted|you posted)|stay safe|good luck|"
     r"see (?:you|ya)|talk (?:soon|later)|catch you|bye|thanks for|thank you for)\b",
@@ -56,8 +59,10 @@ class _Candidate:
     speaker: str = ""
     occurred_at: datetime | None = None
     is_row: bool = False
+    is_note: bool = False  # a chat client's note ("shares a photo of …"): a fact, never a topic word
     tokens: list[str] = field(default_factory=list)
     score: float = 0.0
+    answers: coreference.Question | None = None  # chats: the other speaker's question this turn follows
 
 
 class DeterministicExtractor:
@@ -84,6 +89,8 @@ class DeterministicExtractor:
             candidates = self._document_candidates(unit, passages, label)
         for c in candidates:
             c.tokens = salience.terms(c.original, ignore=ignore)
+        if conversation:
+            _attach_questions(candidates, ignore)
         kept = [c for c in candidates if _informative(c, conversation, unit.topic_hint)]
         if not kept:  # a one-line section still deserves a fact
             kept = [c for c in candidates if c.tokens and not _BOILERPLATE.match(c.original)][:3]
@@ -96,7 +103,7 @@ class DeterministicExtractor:
         # Keywords need real words (jieba for Chinese), and only where no section title names the topic.
         topic_words = []
         if conversation or not unit.topic_hint:
-            top = sorted(kept, key=lambda c: c.score, reverse=True)[:KEYWORD_SENTENCES]
+            top = sorted((c for c in kept if not c.is_note), key=lambda c: c.score, reverse=True)[:KEYWORD_SENTENCES]
             originals = [c.original for c in sorted(top, key=lambda c: c.position)]
             topic_words = salience.keywords(
                 [salience.content_words(t, ignore=ignore) for t in originals], originals, ignore=ignore
@@ -111,7 +118,8 @@ class DeterministicExtractor:
             topic=topic,
             summary=summary,
             facts=[
-                ExtractedFact(c.text, c.source_ids, c.occurred_at, c.speaker if conversation else "") for c in facts
+                ExtractedFact(c.text, c.source_ids, c.occurred_at, c.speaker if conversation else "", c.is_note)
+                for c in facts
             ],
             source_ids=[p.source_id for p in passages],
             occurred_at=_episode_time(unit, passages),
@@ -155,18 +163,28 @@ class DeterministicExtractor:
         history = coreference.MentionHistory(
             exclude=not_antecedents, known=set(participants) - not_antecedents, size=WINDOW
         )
+        asked: coreference.Question | None = None
         for passage in passages:
             speaker = passage.speaker
             listener = next((p for p in participants if p != speaker), "") if two_party else ""
             reference = passage.timestamp or unit.reference_time
-            for sentence in split_sentences(passage.text):
+            answers = asked if asked and asked.asker != speaker else None
+            sentences = _notes_apart(split_sentences(passage.text))
+            for sentence in sentences:
                 cleaned = _clean(sentence, participants)
+                note = _NOTE.fullmatch(cleaned)
+                if note:  # "[shares a photo of …]": what the speaker shared is a statement of its own
+                    out.append(_Candidate(f"{speaker} {note.group(1)}" if speaker else note.group(1), cleaned,
+                                          [passage.source_id], len(out), speaker=speaker,
+                                          occurred_at=passage.timestamp, answers=answers, is_note=True))
+                    continue
                 for clause in split_clauses(cleaned):
                     text, antecedent = clause, ""
                     if coreference.has_third_person(clause):
                         text, antecedent = coreference.resolve_third_person(clause, history.window())
                     text = coreference.resolve_first_person(text, speaker)
                     text = coreference.resolve_second_person(text, listener)
+                    text = coreference.fewer_repeats(text, participants)
                     text, resolved = resolve_relative_dates(text, reference)
                     sources = [passage.source_id]
                     if antecedent:
@@ -179,10 +197,45 @@ class DeterministicExtractor:
                             len(out),
                             speaker=speaker,
                             occurred_at=_as_datetime(resolved, reference) or passage.timestamp,
+                            answers=answers,
                         )
                     )
                 history.add(cleaned, passage.source_id)
+            asked = coreference.open_question([_clean(s, participants) for s in sentences], speaker, listener,
+                                              passage.source_id)
         return out
+
+
+def _notes_apart(sentences: list[str]) -> list[str]:
+    """A bracketed note after a chat message's text ("… yum! [shares a photo of a cake]") as a sentence of its own."""
+    out = []
+    for sentence in sentences:
+        note = _TRAILING_NOTE.search(sentence)
+        out += [sentence[: note.start()], note.group(1)] if note and note.start() else [sentence]
+    return out
+
+
+def _attach_questions(candidates: list[_Candidate], ignore: set[str]) -> None:
+    """The first statement of a turn that follows another speaker's question carries that question.
+
+    Chat answers are elliptical ("It was Matt Patterson!" to "What concert was it?"): without the
+    question the fact is about nothing, and a turn that only asks is never a fact itself.
+    """
+    answered = set()
+    for c in candidates:
+        q = c.answers
+        if q is None or q.source_id in answered or _QUESTION.search(c.original) or _SIGN_OFF.match(c.original):
+            continue
+        if not [t for t in c.tokens if t not in salience.CHAT_FILLER]:
+            continue  # "Thanks, Caroline!" answers nothing; the next statement may
+        answered.add(q.source_id)
+        asked = salience.terms(q.text, ignore=ignore)
+        if not [t for t in asked if t not in salience.CHAT_FILLER and t not in coreference.SMALL_TALK]:
+            continue  # "How about you?", "Anything new?" add nothing to what follows
+        c.text = coreference.in_reply(c.text, c.speaker, q)
+        c.tokens = asked + c.tokens
+        # The fact's own message first, then the question that gives it its sense.
+        c.source_ids = list(dict.fromkeys([*c.source_ids, q.source_id]))
 
 
 def _participants(unit: ExtractionUnit, passages: list[Passage]) -> list[str]:
@@ -324,7 +377,8 @@ def _conversation_summary(
         )
     else:
         about = f" about {', '.join(topic_words)}" if topic_words else ""
-        intro = (f"On {when.date().isoformat()}, " if when else "") + f"{who} talked{about}."
+        # The date as people write it ("8 May 2023"): questions name months, never ISO dates.
+        intro = (f"On {when.day} {when:%B %Y}, " if when else "") + f"{who} talked{about}."
     picked = _pick_for_summary(candidates, budget - _size(intro, zh), zh)
     return _trimmed(_joined([intro, *(_ended(c.text, zh) for c in picked)], zh), budget, zh)
 
