@@ -1,6 +1,7 @@
 """The embedding provider contract, and the small helpers every provider shares."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -54,3 +55,17 @@ def check_texts(texts: list[str]) -> list[str]:
 
 def empty(dim: int) -> np.ndarray:
     return np.zeros((0, dim), dtype=np.float32)
+
+
+def embed_in_batches(texts: list[str], *, dim: int, batch_size: int, encode: Callable[[list[str]], object],
+                     lock: AbstractContextManager) -> np.ndarray:
+    """`texts` through a bundled model's `encode`, `batch_size` at a time and one call at a time
+    (`lock`: the model already uses every core), as L2-normalised float32 rows."""
+    texts = check_texts(texts)
+    if not texts:
+        return empty(dim)
+    parts = []
+    for batch in batches(texts, batch_size):
+        with lock:
+            parts.append(np.asarray(encode(batch), dtype=np.float32).reshape(len(batch), dim))
+    return normalise_rows(np.vstack(parts))

@@ -6,7 +6,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from retrieval.embeddings.base import batches, check_texts, empty, normalise_rows
+from retrieval.embeddings.base import embed_in_batches, normalise_rows
 
 # One engine per process: the model is a 72 MB mmap and libgomp reads its thread count once, when
 # the engine library is first loaded, so a second instance could not use other threads anyway.
@@ -54,16 +54,9 @@ class E5SmallEmbedder:
         return load_e5(self.threads)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        texts = check_texts(texts)
-        if not texts:
-            return empty(self.dim)
-        model = self.model
-        parts = []
-        for batch in batches([_clean(t) for t in texts], self.batch_size):
-            with _call_lock:
-                # passage() prepends "passage: " inside the engine; long texts are windowed there.
-                parts.append(np.array(model.passage(batch), dtype=np.float32).reshape(len(batch), self.dim))
-        return normalise_rows(np.vstack(parts))
+        # passage() prepends "passage: " inside the engine; long texts are windowed there.
+        return embed_in_batches(texts, dim=self.dim, batch_size=self.batch_size, lock=_call_lock,
+                                encode=lambda batch: self.model.passage([_clean(t) for t in batch]))
 
     def embed_query(self, text: str) -> np.ndarray:
         model = self.model

@@ -5,7 +5,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from retrieval.embeddings.base import batches, check_texts, empty, normalise_rows
+from retrieval.embeddings.base import embed_in_batches
 from retrieval.embeddings.e5 import available_cores
 
 _model = None
@@ -41,15 +41,8 @@ class UseEmbedder:
         return load_use(self.threads)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        texts = check_texts(texts)
-        if not texts:
-            return empty(self.dim)
-        model = self.model
-        parts = []
-        for batch in batches(texts, self.batch_size):
-            with _call_lock:
-                parts.append(np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), self.dim))
-        return normalise_rows(np.vstack(parts))
+        return embed_in_batches(texts, dim=self.dim, batch_size=self.batch_size, lock=_call_lock,
+                                encode=lambda batch: self.model.encode(batch))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
