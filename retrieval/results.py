@@ -109,34 +109,31 @@ def add_neighbours(items: list[dict], n: int) -> None:
     """Attach the `n` child chunks before and after each item's first source chunk, in reading order.
 
     Items already carry only what the caller may see; neighbours come from the same document."""
+    if n <= 0:
+        return
     anchors = {}  # item index -> source chunk id
     for i, item in enumerate(items):
         chunk_id = next((s["chunk_id"] for s in item["sources"] if s.get("type") == "chunk"), None)
         if chunk_id is not None:
             anchors[i] = chunk_id
-    if not anchors or n <= 0:
-        return
-    rows = Chunk.objects.filter(pk__in=set(anchors.values()), level=Chunk.Level.CHILD)
-    placed, ordinals = {}, {}
-    for pk, document_id, ordinal in rows.values_list("pk", "document_id", "ordinal"):
-        placed[pk], ordinals[pk] = document_id, ordinal
+    # Child chunks only: a parent's ordinal counts parents, not the children around it.
+    placed = {pk: (document_id, ordinal) for pk, document_id, ordinal in Chunk.objects.filter(
+        pk__in=set(anchors.values()), level=Chunk.Level.CHILD).values_list("pk", "document_id", "ordinal")}
     if not placed:
         return
     wanted = Q()
-    for pk, document_id in placed.items():
-        wanted |= Q(document_id=document_id, ordinal__range=(ordinals[pk] - n, ordinals[pk] + n))
+    for document_id, ordinal in placed.values():
+        wanted |= Q(document_id=document_id, ordinal__range=(ordinal - n, ordinal + n))
     around: dict[int, list[Chunk]] = {}
     for chunk in Chunk.objects.filter(wanted, level=Chunk.Level.CHILD).order_by("ordinal"):
         around.setdefault(chunk.document_id, []).append(chunk)
     for i, chunk_id in anchors.items():
         if chunk_id not in placed:
             continue
-        low, high = ordinals[chunk_id] - n, ordinals[chunk_id] + n
-        context = items[i].setdefault("context", {})
-        context["neighbours"] = [
-            {"chunk_id": c.pk, "ordinal": c.ordinal, "offset": c.ordinal - ordinals[chunk_id], "text": c.text,
-             **c.location}
-            for c in around.get(placed[chunk_id], []) if low <= c.ordinal <= high and c.pk != chunk_id
+        document_id, ordinal = placed[chunk_id]
+        items[i].setdefault("context", {})["neighbours"] = [
+            {"chunk_id": c.pk, "ordinal": c.ordinal, "offset": c.ordinal - ordinal, "text": c.text, **c.location}
+            for c in around.get(document_id, []) if abs(c.ordinal - ordinal) <= n and c.pk != chunk_id
         ]
 
 

@@ -159,11 +159,11 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     mode = getattr(extracted, "mode", engine.mode)
     cited = {m.message_id for m in messages}
     facts = [f for f in extracted.facts if informative(f.text, participants)]
-    said_by = {m.message_id: speaker(m) for m in messages}
-    said_at = {m.message_id: m.timestamp for m in messages}
-    texts = [attributed(f.text.strip(), said_by.get(next(iter(f.source_ids), ""), "") or f.subject) for f in facts]
+    by_id = {m.message_id: m for m in messages}
+    own = [by_id.get(next(iter(f.source_ids), "")) for f in facts]  # the message each fact was said in
+    texts = [attributed(f.text.strip(), (speaker(m) if m else "") or f.subject) for f, m in zip(facts, own)]
     if mode != "llm":  # a model writes its own dates; extracted sentences carry their message's day
-        texts = [dated(t, said_at.get(next(iter(f.source_ids), ""))) for t, f in zip(texts, facts)]
+        texts = [dated(t, m.timestamp if m else None) for t, m in zip(texts, own)]
     episode_text = narrative(extracted.summary, [f.text.strip() for f in facts], mode) or _fallback_summary(messages)
     # Embedded here for the duplicate check; the embedding cache hands the same vectors to indexing.
     vectors = embedder().embed_documents(texts) if texts else None

@@ -21,7 +21,7 @@ class ResolvedDate:
     @property
     def words(self) -> str:
         """The date as English text writes it: "7 May 2023", "week of 1 May 2023", "April 2023", "2022"."""
-        day = f"{self.start.day} {self.start:%B %Y}"
+        day = english_day(self.start)
         return {"day": day, "week": f"week of {day}", "weekend": f"weekend of {day}",
                 "month": f"{self.start:%B %Y}"}.get(self.unit, str(self.start.year))
 
@@ -108,6 +108,11 @@ def resolve_relative_dates(text: str, reference: date | datetime | None) -> tupl
 _WRITTEN = re.compile(r"\((?:(?:week|weekend) of )?(?:\d{1,2} )?(?:[A-Z][a-z]+ )?\d{4}\)|（[^（）]*\d{4}[^（）]*）")
 
 
+def english_day(day: date) -> str:
+    """A day as English text writes it, and as questions name it: "7 May 2023" (never ISO)."""
+    return f"{day.day} {day:%B %Y}"
+
+
 def dated(text: str, when: date | datetime | None) -> str:
     """A statement with the day it was made ("… (8 May 2023)"), unless a date it names is already resolved.
 
@@ -119,7 +124,7 @@ def dated(text: str, when: date | datetime | None) -> str:
     day = when.date() if isinstance(when, datetime) else when
     if re.search(r"[\u4e00-\u9fff]", text):
         return f"{text}（{day.isoformat()}）"
-    return f"{text} ({day.day} {day:%B %Y})"
+    return f"{text} ({english_day(day)})"
 
 
 def undated(text: str) -> str:

@@ -13,7 +13,7 @@ from datetime import datetime, time
 
 from ingest.extraction import coreference, salience
 from ingest.extraction.base import ExtractedEpisode, ExtractedFact, ExtractionUnit, Passage
-from ingest.extraction.dates import resolve_relative_dates
+from ingest.extraction.dates import english_day, resolve_relative_dates
 from ingest.extraction.sentences import has_cjk, is_cjk_text, split_clauses, split_sentences, table_rows
 
 MAX_FACTS = 40  # an LLM extraction of one section yields 5-30 facts; more is noise for retrieval
@@ -377,8 +377,7 @@ def _conversation_summary(
         )
     else:
         about = f" about {', '.join(topic_words)}" if topic_words else ""
-        # The date as people write it ("8 May 2023"): questions name months, never ISO dates.
-        intro = (f"On {when.day} {when:%B %Y}, " if when else "") + f"{who} talked{about}."
+        intro = (f"On {english_day(when)}, " if when else "") + f"{who} talked{about}."
     picked = _pick_for_summary(candidates, budget - _size(intro, zh), zh)
     return _trimmed(_joined([intro, *(_ended(c.text, zh) for c in picked)], zh), budget, zh)
 
