@@ -1,6 +1,17 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
+
+
+def _sqlite_in_wal(sender, connection, **kwargs) -> None:
+    if connection.vendor == "sqlite":
+        from loci.sqlite import use_wal
+
+        use_wal(connection.connection, float(connection.settings_dict["OPTIONS"].get("timeout", 5)))
 
 
 class LociConfig(AppConfig):
     name = "loci"
     verbose_name = "Loci"
+
+    def ready(self) -> None:
+        connection_created.connect(_sqlite_in_wal, dispatch_uid="loci.sqlite_in_wal")

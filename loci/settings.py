@@ -76,9 +76,9 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "loci.sqlite3",
             "OPTIONS": {
-                # WAL lets the web process read while a worker writes; IMMEDIATE takes the write
-                # lock at BEGIN so concurrent writers queue on busy_timeout instead of failing.
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                # WAL (set by loci.apps on each new connection, see loci/sqlite.py) lets the web
+                # process read while a worker writes; IMMEDIATE takes the write lock at BEGIN so
+                # concurrent writers queue on busy_timeout instead of failing.
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
             },

@@ -19,6 +19,7 @@ from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
+from loci.sqlite import use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
 from retrieval.text import segment, tokenize
@@ -96,8 +97,7 @@ class SqliteKeywordIndex:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # timeout is SQLite's busy_timeout: a writer waits for another process's lock instead of failing.
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the one writer
-            conn.execute("PRAGMA synchronous=NORMAL")
+            use_wal(conn, self.timeout)  # readers never block the one writer
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 

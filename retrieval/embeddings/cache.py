@@ -17,12 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from loci.sqlite import use_wal
 from retrieval.embeddings.base import Embedder, check_texts, empty
 
 # SQLite's default limit on host parameters was 999 before 3.32; stay under it.
 _CHUNK = 500
 # Recent query vectors kept in memory: 1.5 KB each at 384-d, so 1024 of them cost 1.5 MB.
 QUERY_CACHE_SIZE = 1024
+# Seconds a connection waits for another process's lock.
+_TIMEOUT = 30
 
 
 def text_key(text: str) -> str:
@@ -36,14 +39,14 @@ class EmbeddingCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as conn, conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, _TIMEOUT)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS embedding (model TEXT NOT NULL, sha256 TEXT NOT NULL,"
                 " vector BLOB NOT NULL, PRIMARY KEY (model, sha256)) WITHOUT ROWID"
             )
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
+        return sqlite3.connect(self.path, timeout=_TIMEOUT)
 
     def get_many(self, model: str, keys: list[str], dim: int) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}

@@ -1,0 +1,27 @@
+"""Opening SQLite files that several processes share (the database, the keyword index, the embedding cache).
+
+WAL lets readers run beside the one writer. The mode is stored in the file, so only the first
+opener switches it; later openers just confirm it. SQLite does not always apply busy_timeout to
+`PRAGMA journal_mode` (an opener can meet another process recovering or closing the WAL and get
+"database is locked" at once), so the switch is retried here until the connection's own timeout.
+"""
+
+import sqlite3
+import time
+
+_RETRY_PAUSE = 0.02
+
+
+def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put `conn`'s database in WAL mode with synchronous=NORMAL, waiting out a transient lock."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(_RETRY_PAUSE)
