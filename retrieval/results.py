@@ -47,6 +47,23 @@ def memory_sources(memory: Memory) -> list[dict]:
     return sources
 
 
+def most_relevant_first(sources: list[dict], facts: list[dict]) -> list[dict]:
+    """`sources` reordered so that those cited by `facts` (best first) come first, the rest in their order.
+
+    A twelve-turn episode cites twelve messages; the two its best fact came from are the ones to
+    read first, and a client that shows or counts only the first few sources sees those."""
+    key = _source_key
+    rank = {}
+    for fact in facts:
+        for source in fact["sources"]:
+            rank.setdefault(key(source), len(rank))
+    return sorted(sources, key=lambda s: rank.get(key(s), len(rank)))  # stable: the rest keep their order
+
+
+def _source_key(source: dict) -> tuple:
+    return (source.get("type"), source.get("message_id") or source.get("chunk_id"))
+
+
 def fact_item(memory: Memory, score: float, scores: dict) -> dict:
     return {
         "id": str(memory.pk),
@@ -64,6 +81,7 @@ def fact_item(memory: Memory, score: float, scores: dict) -> dict:
 
 
 def episode_item(memory: Memory, score: float, scores: dict, facts: list[dict]) -> dict:
+    """An episode with its best-matching `facts` nested; its sources lead with the ones those facts cite."""
     return {
         "id": str(memory.pk),
         "summary": memory.text,
@@ -74,7 +92,7 @@ def episode_item(memory: Memory, score: float, scores: dict, facts: list[dict]) 
         "user_id": memory.user_id or None,
         "session_id": memory.session_id or None,
         "atomic_facts": facts,
-        "sources": memory_sources(memory),
+        "sources": most_relevant_first(memory_sources(memory), facts),
         "scores": _round(scores),
     }
 

@@ -149,6 +149,21 @@ def test_search_finds_a_conversation_fact_with_its_message_ids(alice, committed,
     assert body["raw_messages"] == []
 
 
+@pytest.mark.parametrize("method", ["keyword", "vector"])
+def test_an_episode_lists_first_the_messages_its_best_facts_came_from(alice, committed, method):
+    ingest(alice, committed)
+    response = alice.post("/api/v1/memories/search", {
+        "query": "painting a lake sunrise to relax", "method": method, "top_k": 5,
+        "filters": {"user_id": "u1"}}, format="json")
+    assert response.status_code == 200, response.content
+    episode = response.json()["episodes"][0]
+    cited = [s["message_id"] for s in episode["sources"]]
+    assert sorted(cited, key=lambda m: int(m[1:])) == [f"m{i}" for i in range(1, 7)]  # every message, once
+    lead = list(dict.fromkeys(s["message_id"] for f in episode["atomic_facts"] for s in f["sources"]))
+    assert lead and cited[:len(lead)] == lead
+    assert cited[0] == "m6"  # the painting turn is the sixth of the chat but the first to read
+
+
 def test_duplicate_facts_merge_their_sources(alice, committed):
     ingest(alice, committed, chat=[("Caroline", "I adopted a rescue dog named Biscuit."), ("Melanie", "Aww!")],
            prefix="a")

@@ -101,3 +101,13 @@ def test_a_change_resets_the_patience_counter():
 def test_the_why_scores_are_recorded():
     result = EpisodeExpander(MragParams(top_n=1, alpha=0.25), scorer({"e": [fact("f", 1.0)]})).run([ep("e", 0.6)])
     assert result[0].scores == {"fact": 1.0, "episode": 0.6, "alpha": 0.25, "final": pytest.approx(0.7)}
+
+
+def test_an_items_sources_lead_with_those_its_best_facts_cite_and_keep_the_rest_in_order():
+    from retrieval.results import most_relevant_first
+
+    sources = [{"type": "message", "message_id": f"m{i}"} for i in range(1, 6)]
+    facts = [{"sources": [{"type": "message", "message_id": "m4"}]},
+             {"sources": [{"type": "message", "message_id": "m2"}, {"type": "message", "message_id": "m4"}]}]
+    assert [s["message_id"] for s in most_relevant_first(sources, facts)] == ["m4", "m2", "m1", "m3", "m5"]
+    assert most_relevant_first(sources, []) == sources
