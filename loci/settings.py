@@ -176,6 +176,10 @@ LOCI_VECTOR_INDEX = {
         "lite_port": MILVUS_LITE_PORT,
         "collection_prefix": env_str("MILVUS_COLLECTION_PREFIX", "loci"),
         "index_type": env_choice("MILVUS_INDEX_TYPE", "IVF_FLAT", {"FLAT", "IVF_FLAT", "HNSW"}),
+        # Strong: a row is searchable as soon as it is indexed. Bounded skips a server's wait for
+        # the next time tick on every search, at the price of a few seconds' staleness.
+        "consistency_level": env_choice("MILVUS_CONSISTENCY_LEVEL", "Strong",
+                                        {"Strong", "Bounded", "Session", "Eventually"}),
     },
 }
 LOCI_KEYWORD_INDEX = {

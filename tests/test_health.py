@@ -178,3 +178,16 @@ def test_log_format_json_makes_a_process_log_json(tmp_path):
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     assert {"message": "document 3 is slow", "document_id": 3, "logger": "ingest.tasks", "level": "WARNING"}.items() <= records[-1].items()
+
+
+@pytest.mark.parametrize("level, ok", [("Bounded", True), ("sometimes", False)])
+def test_the_milvus_consistency_level_is_a_setting_checked_at_start(tmp_path, level, ok):
+    env = app_env(tmp_path, MILVUS_CONSISTENCY_LEVEL=level)
+    script = ("import django; django.setup()\nfrom retrieval.backends import vector_index\n"
+              "print(vector_index().consistency)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == level
+    else:
+        assert proc.returncode != 0 and "MILVUS_CONSISTENCY_LEVEL" in proc.stderr

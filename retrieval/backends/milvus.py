@@ -275,8 +275,10 @@ class MilvusVectorIndex:
                 return self._exact_search(name, expr, vector, limit, min_score)
             params = exhaustive
         try:
+            # The level is passed per search too: a collection keeps the one it was created with.
             found = self._client().search(name, data=[vector], limit=limit, filter=expr, output_fields=HIT_FIELDS,
-                                          search_params={"metric_type": "COSINE", "params": params})
+                                          search_params={"metric_type": "COSINE", "params": params},
+                                          consistency_level=self.consistency)
         except MilvusException:
             if self._forget_if_dropped(name):
                 return []
@@ -288,7 +290,8 @@ class MilvusVectorIndex:
     def _exact_search(self, name, expr, vector, limit, min_score) -> list[Hit]:
         """Score a selective filter's rows here, from their vectors, where no search visits every row (HNSW)."""
         try:
-            rows = self._client().query(name, filter=expr, output_fields=[*HIT_FIELDS, "vector"], limit=EXACT_LIMIT)
+            rows = self._client().query(name, filter=expr, output_fields=[*HIT_FIELDS, "vector"], limit=EXACT_LIMIT,
+                                       consistency_level=self.consistency)
         except MilvusException:
             if self._forget_if_dropped(name):
                 return []
