@@ -1,6 +1,10 @@
 """Search latency per method at 10k and 100k memories on the embedded stack (query embedding included).
 
-    python -m bench.latency [--sizes 10000,100000] [--queries 200]
+    python -m bench.latency [--sizes 10000,100000] [--queries 200] [--embedded-milvus-server]
+
+With `--embedded-milvus-server` the vector index is a Milvus 2.3.5 standalone started for the run
+(the `milvus` wheel of the test extra, as the scale-out tests use) instead of Milvus Lite; with
+MILVUS_URI (and MILVUS_TOKEN) set, it is that server.
 
 Each question is searched with every method in turn (not all questions with one method, then the
 next), so a neighbour's load on a shared machine weighs on every method alike and the ratios
@@ -18,6 +22,8 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -125,7 +131,30 @@ def main(argv=None):
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--methods", default="keyword,vector,hybrid")
     parser.add_argument("--base-texts", type=int, default=BASE_TEXTS, help="distinct texts actually embedded")
+    parser.add_argument("--embedded-milvus-server", action="store_true",
+                        help="run against a Milvus 2.3.5 standalone started for the run (needs the test extra)")
     args = parser.parse_args(argv)
+    if args.embedded_milvus_server:
+        with _milvus_server():
+            return _run(args)
+    return _run(args)
+
+
+@contextmanager
+def _milvus_server():
+    import tempfile
+
+    from tests.index_fixtures import EMBEDDED_MILVUS_TOKEN, EmbeddedMilvusServer
+
+    server = EmbeddedMilvusServer(Path(tempfile.mkdtemp(prefix="loci-bench-milvus-")))
+    os.environ["MILVUS_URI"], os.environ["MILVUS_TOKEN"] = server.start(), EMBEDDED_MILVUS_TOKEN
+    try:
+        yield
+    finally:
+        server.stop()
+
+
+def _run(args):
     setup_django()
     logging.disable(logging.INFO)
     from bench.harness import make_scope
