@@ -52,12 +52,11 @@ def most_relevant_first(sources: list[dict], facts: list[dict]) -> list[dict]:
 
     A twelve-turn episode cites twelve messages; the two its best fact came from are the ones to
     read first, and a client that shows or counts only the first few sources sees those."""
-    key = _source_key
     rank = {}
     for fact in facts:
         for source in fact["sources"]:
-            rank.setdefault(key(source), len(rank))
-    return sorted(sources, key=lambda s: rank.get(key(s), len(rank)))  # stable: the rest keep their order
+            rank.setdefault(_source_key(source), len(rank))
+    return sorted(sources, key=lambda s: rank.get(_source_key(s), len(rank)))  # stable: the rest keep their order
 
 
 def _source_key(source: dict) -> tuple:

@@ -1,12 +1,14 @@
 """Every SQLite file Loci shares between processes ends in WAL mode, even when another process holds a lock."""
 
 import sqlite3
+import subprocess
+import sys
 import threading
 
 import pytest
-from django.db import connection
 
 from loci.sqlite import use_wal
+from tests.worker_process import REPO, app_env
 
 
 def test_switching_to_wal_waits_for_another_process_lock_instead_of_failing(tmp_path):
@@ -34,10 +36,16 @@ def test_a_lock_that_outlasts_the_timeout_still_raises(tmp_path):
     holder.execute("COMMIT")
 
 
-@pytest.mark.django_db
-def test_the_database_connection_is_in_wal_mode_when_it_is_a_file():
-    if connection.vendor != "sqlite":
-        pytest.skip("the database is not SQLite")
-    mode = connection.cursor().execute("PRAGMA journal_mode").fetchone()[0]
-    # The test database may be in memory ("memory" is SQLite's only mode there); a file is WAL.
-    assert mode == ("memory" if connection.is_in_memory_db() else "wal")
+def test_a_new_database_file_and_keyword_index_are_in_wal_mode(tmp_path):
+    """As a fresh checkout's first process opens them: the database and the FTS5 index under var/."""
+    script = (
+        "import django; django.setup()\n"
+        "from django.db import connection\n"
+        "from retrieval.backends import keyword_index\n"
+        "print(connection.cursor().execute('PRAGMA journal_mode').fetchone()[0])\n"
+        "print(keyword_index()._conn().execute('PRAGMA journal_mode').fetchone()[0])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=app_env(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["wal", "wal"]
