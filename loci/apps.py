@@ -1,11 +1,11 @@
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
+from loci.sqlite import use_wal
+
 
 def _sqlite_in_wal(sender, connection, **kwargs) -> None:
     if connection.vendor == "sqlite":
-        from loci.sqlite import use_wal
-
         use_wal(connection.connection, float(connection.settings_dict["OPTIONS"].get("timeout", 5)))
 
 

@@ -106,6 +106,8 @@ def resolve_relative_dates(text: str, reference: date | datetime | None) -> tupl
 
 # A date this module wrote: "(7 May 2023)", "(week of 1 May 2023)", "(June 2023)", "(2022)", "（2023-05-07）".
 _WRITTEN = re.compile(r"\((?:(?:week|weekend) of )?(?:\d{1,2} )?(?:[A-Z][a-z]+ )?\d{4}\)|（[^（）]*\d{4}[^（）]*）")
+# The day `dated` adds at the end of a statement, which `undated` takes off.
+_STAMP = re.compile(r" \(\d{1,2} [A-Z][a-z]+ \d{4}\)$|（\d{4}-\d{2}-\d{2}）$")
 
 
 def english_day(day: date) -> str:
@@ -130,9 +132,6 @@ def dated(text: str, when: date | datetime | None) -> str:
 def undated(text: str) -> str:
     """The statement without the day `dated` added to it."""
     return _STAMP.sub("", text)
-
-
-_STAMP = re.compile(r" \(\d{1,2} [A-Z][a-z]+ \d{4}\)$|（\d{4}-\d{2}-\d{2}）$")
 
 
 def _resolve(m: re.Match, ref: date) -> ResolvedDate | None:

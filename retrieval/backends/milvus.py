@@ -32,9 +32,9 @@ SCALAR_INDEXED = ("tenant_id", "kb_id", "document_id", "parent_id")  # the field
 HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
 INDEX_TYPES = {  # build params, search params, search params that visit every row (None: there are none)
     # nlist ~ 4*sqrt(rows) for ~1M rows (Milvus' guidance), nprobe 16 of 128 lists; probing all 128
-    # scores every row the filter lets through, i.e. exactly. Milvus Lite 2.5.1 builds no index
-    # (describe_index reports 0 indexed rows): it scores every filtered row whatever is asked,
-    # 10-20 ms for a top-10 over 100k 384-d rows.
+    # scores every row the filter lets through, i.e. exactly. Milvus Lite 2.5.1 consults its index
+    # for some collections only (1.5-2 ms for a top-10 over 100k 384-d rows) and for others scores
+    # every filtered row whatever nprobe says (20-30 ms); bench/RESULTS.md has what was tried.
     "IVF_FLAT": ({"nlist": 128}, {"nprobe": 16}, {"nprobe": 128}),
     "FLAT": ({}, {}, {}),
     # Milvus' documented defaults; servers only. No ef makes a graph search exhaustive.
