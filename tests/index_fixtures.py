@@ -37,9 +37,19 @@ DIM = 64
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports free now: each socket stays bound until all are chosen, so none repeats."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def hash_vector(text: str, dim: int = DIM) -> list[float]:
@@ -68,7 +78,7 @@ def reference_match(row: IndexRow, flt: IndexFilter) -> bool:
         and row.kb_id in flt.kb_ids
         and (not flt.kinds or row.kind in flt.kinds)
         and (not flt.document_ids or row.document_id in flt.document_ids)
-        and (not flt.parent_ids or row.parent_id in flt.parent_ids)
+        and (not (flt.parent_ids or flt.or_ids) or row.parent_id in flt.parent_ids or row.id in flt.or_ids)
         and (not flt.ids or row.id in flt.ids)
         and (not flt.statuses or row.status in flt.statuses)
         and (flt.user_id is None or row.user_id == flt.user_id)
@@ -153,20 +163,29 @@ class EmbeddedMilvusServer:
             milvus._initialize_data_files(str(cache))
         bin_dir = cache / "bin"
 
-        ports = {key: free_port() for key in MilvusServerConfig().configurable_items if key.endswith("_port")}
-        config = MilvusServerConfig(data_dir=str(self.base_dir), **ports)
-        config.set("authorization_enabled", True)
-        config.resolve()  # writes configs/milvus.yaml, makes logs/ and data/
+        keys = [key for key in MilvusServerConfig().configurable_items if key.endswith("_port")]
+        for attempt in range(3):
+            # Distinct ports (one free_port() per key could hand out one twice), plus the etcd peer's
+            # and the health endpoint's; another process may still take one before Milvus binds it.
+            *chosen, peer_port, health_port = free_ports(len(keys) + 2)
+            ports = dict(zip(keys, chosen))
+            config = MilvusServerConfig(data_dir=str(self.base_dir), **ports)
+            config.set("authorization_enabled", True)
+            try:
+                config.resolve()  # checks every port is free; writes configs/milvus.yaml, makes logs/ and data/
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
         # The embedded etcd listens on 2379 and 2380 unless given a config of its own: a second session
         # (or any etcd on this machine) would collide.
-        etcd_url, peer_url = f"http://127.0.0.1:{ports['etcd_port']}", f"http://127.0.0.1:{free_port()}"
+        etcd_url, peer_url = f"http://127.0.0.1:{ports['etcd_port']}", f"http://127.0.0.1:{peer_port}"
         etcd_config = self.base_dir / "configs" / "etcd.yaml"
         etcd_config.write_text(json.dumps({
             "name": "default", "listen-client-urls": etcd_url, "advertise-client-urls": etcd_url,
             "listen-peer-urls": peer_url, "initial-advertise-peer-urls": peer_url,
             "initial-cluster": f"default={peer_url}",
         }))
-        health_port = free_port()
         (self.base_dir / "tmp").mkdir(exist_ok=True)
         env = {**os.environ, **EMBEDDED_MILVUS_ENV, "DEPLOY_MODE": "STANDALONE", "METRICS_PORT": str(health_port),
                "ETCD_CONFIG_PATH": str(etcd_config),

@@ -53,6 +53,8 @@ GRID_FILTERS = [
     flt(parent_ids=("memory:p1",)), flt(statuses=()), flt(statuses=("disabled",)), flt(user_id="u1"),
     flt(user_id=""), flt(session_id="s1"), flt(ids=("chunk:1", "chunk:2", "chunk:3", "chunk:40")),
     flt(2, (1, 2), kinds=("chunk",), document_ids=(10,), user_id="u1", session_id="", statuses=()),
+    flt(parent_ids=("memory:p1",), or_ids=("chunk:1", "chunk:2", "chunk:3", "chunk:40")),  # either
+    flt(or_ids=("chunk:1", "chunk:2", "chunk:3")), flt(kinds=("chunk",), parent_ids=("memory:p1",), or_ids=("chunk:5",)),
 ]
 
 
@@ -137,7 +139,7 @@ class IndexContract:
         assert index.count(flt(exclusive=True)) == 1
         assert list(index.ids(flt(exclusive=True))) == ["chunk:a1"]
 
-    @pytest.mark.parametrize("field", ["user_id", "session_id", "parent_ids", "kinds", "statuses", "ids"])
+    @pytest.mark.parametrize("field", ["user_id", "session_id", "parent_ids", "or_ids", "kinds", "statuses", "ids"])
     def test_hostile_filter_values_return_nothing(self, index, field):
         index.upsert([make_row("chunk:1", "payroll data", tenant_id=2), make_row("chunk:2", "payroll data")])
         for value in HOSTILE:

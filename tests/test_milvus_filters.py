@@ -113,3 +113,13 @@ def test_concurrent_ensure_server_starts_one_server(tmp_path):
         assert len(milvus_lite._children) == before + 1  # the lock let exactly one caller start it
     finally:
         assert milvus_lite.stop_server(path)
+
+
+def test_parents_or_ids():
+    assert expr(kinds=("episode", "atomic_fact"), parent_ids=("memory:p",), or_ids=("memory:a", "memory:b")) == (
+        'tenant_id == 1 and kb_id == 1 and kind in ["episode", "atomic_fact"] '
+        'and (parent_id == "memory:p" or id in ["memory:a", "memory:b"]) and status == "active"')
+    assert expr(or_ids=("memory:a",)) == 'tenant_id == 1 and kb_id == 1 and id == "memory:a" and status == "active"'
+    assert expr(parent_ids=("a\x00b",), or_ids=('x" or id != "',)) == (
+        'tenant_id == 1 and kb_id == 1 and id == "x\\" or id != \\"" and status == "active"')
+    assert expr(parent_ids=("a\x00b",), or_ids=("a\nb",)) is None

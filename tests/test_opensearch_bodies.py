@@ -49,6 +49,11 @@ def test_filter_clauses():
         {"terms": {"status": ["active"]}}, {"term": {"user_id": "u"}}, {"term": {"session_id": ""}},
     ]
     assert build_filter(flt(statuses=())) == [{"term": {"tenant_id": 1}}, {"terms": {"kb_id": [1, 2]}}]
+    assert build_filter(flt(parent_ids=("memory:p",), or_ids=("memory:a",), statuses=())) == [
+        {"term": {"tenant_id": 1}}, {"terms": {"kb_id": [1, 2]}},
+        {"bool": {"should": [{"terms": {"parent_id": ["memory:p"]}}, {"terms": {"id": ["memory:a"]}}],
+                  "minimum_should_match": 1}},
+    ]
 
 
 def test_hostile_values_stay_plain_term_values():

@@ -170,6 +170,29 @@ def test_no_method_ever_returns_another_tenants_rows(world, alice_scope):
                 assert not items  # hostile values match nothing rather than everything
 
 
+
+def test_hybrid_scores_what_the_recall_leaves_in_one_vector_search(world, alice_scope, monkeypatch):
+    """Stage 3 (the facts of the recalled episodes) and the scores the recall lists left out come
+    from one vector search together; answers are the same as with a search for each."""
+    from retrieval.search import Run
+
+    ingest(alice_scope, world.docs, DOCS / "language-docs" / "fr_olap.pdf")
+    index, calls = vector_index(), []
+    monkeypatch.setattr(index, "search", lambda *a, _search=index.search, **kw: calls.append(a[1]) or _search(*a, **kw))
+    query = {"query": "définitions préliminaires du langage", "top_k": 5}
+
+    merged = find(alice_scope, **query)
+    assert len(calls) == 3  # episode recall, fact recall, then everything else
+    assert calls[2].or_ids or calls[2].parent_ids
+
+    calls.clear()
+    monkeypatch.setattr(Run, "prefetch_recalled", lambda *a: None)  # one search for each need, as before
+    separate = find(alice_scope, **query)
+    assert len(calls) > 3
+    assert merged["facts"] and [(f["id"], f["score"]) for f in merged["facts"]] == [
+        (f["id"], f["score"]) for f in separate["facts"]]
+    assert [(e["id"], e["score"]) for e in merged["episodes"]] == [(e["id"], e["score"]) for e in separate["episodes"]]
+
 def test_chunks_are_searchable_with_context(world, alice_scope):
     doc = ingest(alice_scope, world.docs, DOCS / "stanley-cups.csv")
     response = find(alice_scope, "Stanley Cup", memory_types=["chunk"], expand_context=True)

@@ -111,6 +111,7 @@ def clean_filter(flt: IndexFilter) -> IndexFilter:
         kinds=_strs(flt.kinds, "kinds"),
         document_ids=_ints(flt.document_ids, "document_ids"),
         parent_ids=_strs(flt.parent_ids, "parent_ids"),
+        or_ids=_strs(flt.or_ids, "or_ids"),
         ids=_strs(flt.ids, "ids"),
         user_id=None if flt.user_id is None else _str(flt.user_id, "user_id"),
         session_id=None if flt.session_id is None else _str(flt.session_id, "session_id"),

@@ -37,6 +37,10 @@ class IndexFilter:
     kinds: tuple[str, ...] = ()
     document_ids: tuple[int, ...] = ()
     parent_ids: tuple[str, ...] = ()
+    # Rows let through beside those `parent_ids` selects: with both set, a row passes when its parent
+    # is in parent_ids OR its id is in or_ids (mRAG scores a few episodes and the facts of many in one
+    # call); alone, it narrows like `ids`. Every other field still narrows.
+    or_ids: tuple[str, ...] = ()
     ids: tuple[str, ...] = ()
     user_id: str | None = None
     session_id: str | None = None

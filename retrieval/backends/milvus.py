@@ -71,11 +71,17 @@ def build_expr(flt: IndexFilter) -> str | None:
         parts.append(_member("document_id", [str(int(v)) for v in flt.document_ids]))
     for field, values in (("kind", flt.kinds), ("parent_id", flt.parent_ids), ("id", flt.ids),
                           ("status", flt.statuses)):
-        if values:
+        if field == "parent_id":
+            clause = _parent_clause(flt)
+        elif values:
             literals = [lit for lit in map(string_literal, values) if lit is not None]
-            if not literals:
-                return None
-            parts.append(_member(field, literals))
+            clause = _member(field, literals) if literals else None
+        else:
+            continue
+        if clause is None:
+            return None
+        if clause:
+            parts.append(clause)
     for field in ("user_id", "session_id"):
         value = getattr(flt, field)
         if value is not None:
@@ -84,6 +90,20 @@ def build_expr(flt: IndexFilter) -> str | None:
                 return None
             parts.append(f"{field} == {literal}")
     return " and ".join(parts)
+
+
+def _parent_clause(flt: IndexFilter) -> str | None:
+    """`parent_id in P`, `id in O` or `(parent_id in P or id in O)`; "" when neither is set, None when nothing can match."""
+    if not (flt.parent_ids or flt.or_ids):
+        return ""
+    either = []
+    for field, values in (("parent_id", flt.parent_ids), ("id", flt.or_ids)):
+        literals = [lit for lit in map(string_literal, values) if lit is not None]
+        if literals:
+            either.append(_member(field, literals))
+    if not either:
+        return None
+    return either[0] if len(either) == 1 else f"({' or '.join(either)})"
 
 
 def collection_name(prefix: str, dim: int, tenant_id: int | None = None) -> str:
@@ -266,7 +286,7 @@ class MilvusVectorIndex:
         if expr is None or not self._ready(name):
             return []
         _, params, exhaustive = INDEX_TYPES[self.index_type]
-        if flt.ids or flt.parent_ids:
+        if flt.ids or flt.parent_ids or flt.or_ids:
             # Rows picked by id or parent (cosine for BM25-only hits, mRAG's fact expansion) must all
             # be scored: an approximate search might not visit them. A search that visits every row
             # does it on the server; fetching the rows' vectors to score them here is 2-6x slower on

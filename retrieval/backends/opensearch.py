@@ -58,7 +58,10 @@ def build_filter(flt: IndexFilter) -> list[dict]:
     clauses: list[dict] = [{"term": {"tenant_id": flt.tenant_id}}, {"terms": {"kb_id": list(flt.kb_ids)}}]
     for field, values in (("kind", flt.kinds), ("document_id", flt.document_ids), ("parent_id", flt.parent_ids),
                           ("id", flt.ids), ("status", flt.statuses)):
-        if values:
+        if field == "parent_id" and flt.or_ids:  # parent in parent_ids OR id in or_ids
+            either = [{"terms": {f: list(v)}} for f, v in (("parent_id", values), ("id", flt.or_ids)) if v]
+            clauses.append({"bool": {"should": either, "minimum_should_match": 1}})
+        elif values:
             clauses.append({"terms": {field: list(values)}})
     for field in ("user_id", "session_id"):
         if getattr(flt, field) is not None:

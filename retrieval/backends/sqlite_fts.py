@@ -52,18 +52,25 @@ def build_where(flt: IndexFilter, alias: str = "m") -> tuple[str, list]:
     clauses, params = [f"{alias}.tenant_id = ?"], [flt.tenant_id]
     for field, column in _FILTER_COLUMNS.items():
         values = getattr(flt, field)
-        if field == "kb_ids" or values:  # kb_ids always narrows: an empty tuple matches nothing
-            if len(values) <= IN_LIST_INLINE:
-                clauses.append(f"{alias}.{column} IN ({', '.join('?' * len(values))})")
-                params += values
-            else:
-                clauses.append(f"{alias}.{column} IN (SELECT value FROM json_each(?))")
-                params.append(json.dumps(list(values)))
+        if field == "parent_ids" and flt.or_ids:  # parent in parent_ids OR id in or_ids
+            either = [_member(alias, c, v, params) for c, v in (("parent_id", values), ("id", flt.or_ids)) if v]
+            clauses.append(f"({' OR '.join(either)})")
+        elif field == "kb_ids" or values:  # kb_ids always narrows: an empty tuple matches nothing
+            clauses.append(_member(alias, column, values, params))
     for column in ("user_id", "session_id"):
         if getattr(flt, column) is not None:
             clauses.append(f"{alias}.{column} = ?")
             params.append(getattr(flt, column))
     return " AND ".join(clauses), params
+
+
+def _member(alias: str, column: str, values: tuple, params: list) -> str:
+    """`column IN (…)` with `values` added to `params`; a long list goes in as one JSON parameter."""
+    if len(values) <= IN_LIST_INLINE:
+        params += values
+        return f"{alias}.{column} IN ({', '.join('?' * len(values))})"
+    params.append(json.dumps(list(values)))
+    return f"{alias}.{column} IN (SELECT value FROM json_each(?))"
 
 
 def match_expression(terms: list[str]) -> str:
