@@ -1,6 +1,6 @@
 """CMRC 2018 retrieval quality: each passage a document, each question a search.
 
-    python -m bench.cmrc [PATH] [--limit-passages N] [--json]
+    python -m bench.cmrc [PATH] [--limit-passages N] [--json] [--name-by title|id]
 
 Reports, for keyword, vector and hybrid in one run, passage recall@1/5/10 and MRR (the gold passage
 recovered through each result's sources) and answer@N characters: whether a gold answer string
@@ -27,9 +27,16 @@ _SENTENCE = re.compile(r"(?<=[。！？!?；;])")
 
 
 def load(path: Path, limit: int | None):
+    """The passages, each with its article's title (a CMRC passage often leaves its subject to it)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    passages = [p for article in data["data"] for p in article["paragraphs"]]
+    passages = [{**p, "title": article.get("title") or ""} for article in data["data"] for p in article["paragraphs"]]
     return passages[:limit] if limit else passages
+
+
+def file_name(passage: dict, name_by: str) -> str:
+    """`title`: the article's title, as a saved Wikipedia page is named; `id`: the passage id (TRIAL_800)."""
+    stem = passage["title"] if name_by == "title" and passage["title"] else passage["id"]
+    return re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", stem)[:120] + ".txt"
 
 
 def ranked_items(response: dict) -> list[dict]:
@@ -91,6 +98,8 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--methods", default="keyword,vector,hybrid")
     parser.add_argument("--var-dir", help="reuse this data directory (documents already there are duplicates)")
+    parser.add_argument("--name-by", choices=("title", "id"), default="title",
+                        help="name each passage's file by its article title (default) or by its passage id")
     args = parser.parse_args(argv)
     passages = load(Path(args.path), args.limit_passages)
     setup_django(args.var_dir)
@@ -110,7 +119,8 @@ def main(argv=None):
     started = time.perf_counter()
     doc_of_passage = {}
     for i, p in enumerate(passages):
-        path = workdir / f"{p['id']}.txt"
+        path = workdir / str(i) / file_name(p, args.name_by)
+        path.parent.mkdir()
         path.write_text(p["context"], encoding="utf-8")
         with path.open("rb") as fh, transaction.atomic():
             doc_of_passage[i] = ingest_document(scope, kb, fh, path.name).document.pk
@@ -149,6 +159,7 @@ def main(argv=None):
                                              i, answers)
     report = {
         "passages": len(passages),
+        "files named by": args.name_by,
         "questions": len(questions),
         "documents_failed": failed,
         "ingest_seconds": round(ingest_seconds, 1),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cmrc import DEFAULT_PATH, load
+from bench.cmrc import DEFAULT_PATH, file_name, load
 from bench.harness import make_scope, setup_django
 
 SCALES = (0.1, 0.2, 0.4)
@@ -42,7 +42,10 @@ def candidates(passages) -> list[dict]:
     from retrieval.search import ALL_ABOVE_FLOOR, Run
 
     scope, kb = make_scope("cmrc", "cmrc")
-    doc_of = {d.filename.rsplit(".", 1)[0]: d.pk for d in Document.objects.filter(kb=kb, status="ready")}
+    by_name = {d.filename: d.pk for d in Document.objects.filter(kb=kb, status="ready")}
+    # Files named by title or by passage id (`bench.cmrc --name-by`).
+    doc_of = {p["id"]: by_name.get(file_name(p, "title")) or by_name.get(file_name(p, "id")) for p in passages}
+    doc_of = {k: v for k, v in doc_of.items() if v}
     memories = {f"memory:{m['id']}": m for m in Memory.objects.filter(kb=kb).values("id", "text", "document_id")}
     base = IndexFilter(tenant_id=scope.tenant.pk, kb_ids=(kb.pk,))
     out = []

@@ -36,8 +36,13 @@ def row_for_chunk(chunk: Chunk, tenant_id: int, kb_id: int) -> IndexRow:
 
 
 def row_for_memory(memory: Memory) -> IndexRow:
+    """The index row of a memory. Its indexed text leads with the topic for an episode, and for a fact
+    drawn from a document (its section path, title or file name): a sentence of a document often
+    leaves its subject to the heading ("2017年3月5日…品牌正式撤出台湾" under "冰雪皇后"), and a
+    question names it. The text shown stays the memory's own. Chat facts name their speaker already."""
     text = memory.text
-    if memory.kind == Memory.Kind.EPISODE and memory.topic and memory.topic not in text:
+    in_context = memory.kind == Memory.Kind.EPISODE or (memory.kind == Memory.Kind.ATOMIC_FACT and memory.document_id)
+    if in_context and memory.topic and memory.topic not in text:
         text = f"{memory.topic}: {text}"
     return IndexRow(
         id=memory_key(memory.pk),

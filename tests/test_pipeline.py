@@ -193,6 +193,21 @@ def test_hybrid_scores_what_the_recall_leaves_in_one_vector_search(world, alice_
         (f["id"], f["score"]) for f in separate["facts"]]
     assert [(e["id"], e["score"]) for e in merged["episodes"]] == [(e["id"], e["score"]) for e in separate["episodes"]]
 
+
+def test_a_documents_facts_are_found_by_its_title_though_they_do_not_repeat_it(world, alice_scope, tmp_path):
+    """A sentence often leaves its subject to the document's title; its fact is indexed under it."""
+    path = tmp_path / "Aurora Station.txt"
+    path.write_text("Aurora Station is a research base on the southern ice shelf, run by a consortium of universities.\n\n"
+                    "Tourist visits ended in March 2017, after a storm wrecked the pier.\n\n"
+                    "Researchers still winter over every year to measure the ice.", encoding="utf-8")
+    doc = ingest(alice_scope, world.docs, path)
+    assert doc.status == "ready", doc.error
+    response = find(alice_scope, "Aurora", method="keyword", memory_types=["atomic_fact"], top_k=10)
+    found = [f["atomic_fact"] for e in response["episodes"] for f in e["atomic_facts"]]
+    assert any(text.startswith("Tourist visits ended in March 2017") for text in found), found  # shown as written
+    hybrid = find(alice_scope, "When did Aurora Station stop tourist visits?", top_k=3)
+    assert hybrid["facts"][0]["atomic_fact"].startswith("Tourist visits ended in March 2017")
+
 def test_chunks_are_searchable_with_context(world, alice_scope):
     doc = ingest(alice_scope, world.docs, DOCS / "stanley-cups.csv")
     response = find(alice_scope, "Stanley Cup", memory_types=["chunk"], expand_context=True)
