@@ -182,7 +182,13 @@ _AUXILIARY = re.compile(
 )
 
 
-def split_clauses(sentence: str, *, max_words: int = 40, max_chars: int = 120) -> list[str]:
+# A Chinese sentence longer than this is cut at clause boundaries (connectives, then commas). 120
+# cut CMRC answers in two ("…也准备上市" | "因此64DD从上市就充满著困难"): 200 put the answer within
+# 200 characters for 0.890 of questions against 0.881; 300 measured the same as 200.
+ZH_MAX_CHARS = 200
+
+
+def split_clauses(sentence: str, *, max_words: int = 40, max_chars: int = ZH_MAX_CHARS) -> list[str]:
     """Split a long sentence at safe clause boundaries; short sentences come back whole."""
     if is_cjk_text(sentence):
         if len(sentence) <= max_chars:
