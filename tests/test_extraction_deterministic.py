@@ -288,6 +288,9 @@ def test_sentence_splitting_keeps_abbreviations_decimals_and_chinese_quotes():
         "Then he left for the U.S. Army base.",
     ]
     assert split_sentences("他说：“我来了。”然后走了！你呢？") == ["他说：“我来了。”", "然后走了！", "你呢？"]
+    # Latin names inside Chinese keep their ". " and "! ": the sentence ends at 。
+    assert split_sentences("该公司为TOKIO及Hey! Say! JUMP出版影音产品。作者以笔名S.G. Tallentyre写作。") == [
+        "该公司为TOKIO及Hey! Say! JUMP出版影音产品。", "作者以笔名S.G. Tallentyre写作。"]
     assert table_rows("Just a sentence | with a pipe in it.") == []
 
 

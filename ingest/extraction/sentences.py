@@ -137,7 +137,8 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     for line in lines_of(text):
         for piece in _split_at(line, _ZH_END):
-            sentences.extend(_split_english(piece))
+            # Inside Chinese, ". " and "! " belong to Latin names ("Hey! Say! JUMP", "S.G. Tallentyre").
+            sentences.extend([piece] if is_cjk_text(piece) else _split_english(piece))
     return [s for s in (s.strip() for s in sentences) if s]
 
 
