@@ -338,3 +338,12 @@ def test_extractor_is_chosen_by_settings(settings):
     assert deterministic_extractor().mode == "deterministic"
     settings.LLM_ENABLED = True
     assert extractor().mode == "llm"
+
+
+def test_a_quote_mark_closing_a_chinese_quotation_is_kept_and_a_stray_one_dropped():
+    zh = "苏佩维埃尔一生多次获奖，1960年被法国诗人选为“诗人王子\"。他于1960年在巴黎去世，遗体葬在其父母的墓旁。"
+    facts = [f.text for f in DeterministicExtractor().extract(ExtractionUnit("苏佩维埃尔", [Passage("p", zh)])).facts]
+    assert any("选为“诗人王子\"" in f for f in facts), facts
+    en = '"The bridge opened in 1932 after six years of work. It carried trams until 1958." said the guide.'
+    facts = [f.text for f in DeterministicExtractor().extract(ExtractionUnit("Bridge", [Passage("p", en)])).facts]
+    assert any(f.startswith("The bridge opened in 1932") for f in facts), facts  # the stray opening mark is gone

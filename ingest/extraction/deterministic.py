@@ -264,8 +264,9 @@ def _clean(sentence: str, participants: list[str] = ()) -> str:
     if len(stripped) >= 3:
         text = stripped
     text = text.strip(" -–—*•")
-    # A quotation spanning several sentences leaves a stray mark on its first and last sentence.
-    if text.count('"') % 2:
+    # A quotation spanning several sentences leaves a stray mark on its first and last sentence. A
+    # '"' that closes a “ (Chinese wiki text mixes them: 选为“诗人王子") is not stray.
+    if text.count('"') % 2 and (text.count('"') + text.count("“") + text.count("”")) % 2:
         text = text[1:] if text.startswith('"') else text[:-1] if text.endswith('"') else text.replace('"', "", 1)
     return text.strip()
 
