@@ -46,6 +46,14 @@ def post(client, body, url="/api/v1/memories"):
     return client.post(url, body, format="json")
 
 
+def search(client, query, **extra):
+    """POST /api/v1/memories/search within user u1; the response body."""
+    response = client.post("/api/v1/memories/search", {"query": query, "filters": {"user_id": "u1"}, **extra},
+                           format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
 def ingest(client, committed, *, user="u1", session="s1", chat=CHAT, prefix="m", start=T0, kb=None):
     body = {"user_id": user, "session_id": session, "messages": messages(chat, prefix, start)}
     if kb:
@@ -70,9 +78,8 @@ def test_it_accumulates_messages_and_reports_the_pending_count(world, alice, com
     rows = Message.objects.filter(user_id="u1", session_id="s1").order_by("timestamp")
     assert [m.message_id for m in rows] == ["m1", "m2", "m3"] and all(m.segment_id is None for m in rows)
     assert rows[0].sender_name == "Caroline" and rows[0].tenant == world.acme
-    search = alice.post("/api/v1/memories/search", {"query": "support group", "filters": {"user_id": "u1"}},
-                        format="json").json()
-    assert [m["message_id"] for m in search["raw_messages"]] == ["m1", "m2", "m3"]
+    found = search(alice, "support group")
+    assert [m["message_id"] for m in found["raw_messages"]] == ["m1", "m2", "m3"]
 
 
 def test_reposting_the_same_messages_does_not_duplicate_them(alice, committed):
@@ -137,11 +144,7 @@ def test_flush_extracts_an_episode_and_facts_citing_message_ids(world, alice, co
 @pytest.mark.parametrize("method", ["hybrid", "keyword", "vector"])
 def test_search_finds_a_conversation_fact_with_its_message_ids(alice, committed, method):
     ingest(alice, committed)
-    response = alice.post("/api/v1/memories/search", {
-        "query": "When did Caroline go to the LGBTQ support group?", "method": method, "top_k": 5,
-        "filters": {"user_id": "u1"}}, format="json")
-    assert response.status_code == 200, response.content
-    body = response.json()
+    body = search(alice, "When did Caroline go to the LGBTQ support group?", method=method, top_k=5)
     facts = body["facts"] + [f for e in body["episodes"] for f in e["atomic_facts"]]
     hit = next(f for f in facts if "support group" in f["atomic_fact"])
     assert "7 May 2023" in hit["atomic_fact"]
@@ -152,11 +155,7 @@ def test_search_finds_a_conversation_fact_with_its_message_ids(alice, committed,
 @pytest.mark.parametrize("method", ["keyword", "vector"])
 def test_an_episode_lists_first_the_messages_its_best_facts_came_from(alice, committed, method):
     ingest(alice, committed)
-    response = alice.post("/api/v1/memories/search", {
-        "query": "painting a lake sunrise to relax", "method": method, "top_k": 5,
-        "filters": {"user_id": "u1"}}, format="json")
-    assert response.status_code == 200, response.content
-    episode = response.json()["episodes"][0]
+    episode = search(alice, "painting a lake sunrise to relax", method=method, top_k=5)["episodes"][0]
     cited = [s["message_id"] for s in episode["sources"]]
     assert sorted(cited, key=lambda m: int(m[1:])) == [f"m{i}" for i in range(1, 7)]  # every message, once
     lead = list(dict.fromkeys(s["message_id"] for f in episode["atomic_facts"] for s in f["sources"]))
@@ -279,8 +278,7 @@ def test_another_tenant_cannot_list_delete_or_search_them(world, alice, committe
     assert charlie.get(f"/api/v1/memories/{episode.pk}").status_code == 404
     assert committed(charlie.delete, f"/api/v1/memories/{episode.pk}").status_code == 404
     assert committed(charlie.delete, "/api/v1/memories?user_id=u1").json()["deleted"] == 0
-    found = charlie.post("/api/v1/memories/search", {"query": "LGBTQ support group", "filters": {"user_id": "u1"}},
-                         format="json").json()
+    found = search(charlie, "LGBTQ support group")
     assert found["episodes"] == found["facts"] == found["raw_messages"] == []
     assert committed(post, charlie, {"user_id": "u1", "session_id": "s1"}, "/api/v1/memories/flush").json() == {
         "status": "no_extraction"}

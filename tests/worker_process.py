@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.index_fixtures import free_port  # noqa: F401  (tests import it from here too)
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PG_ADMIN_URL = os.environ.get("LOCI_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -39,12 +41,6 @@ def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
             return True
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:

@@ -73,11 +73,8 @@ def build_expr(flt: IndexFilter) -> str | None:
                           ("status", flt.statuses)):
         if field == "parent_id":
             clause = _parent_clause(flt)
-        elif values:
-            literals = [lit for lit in map(string_literal, values) if lit is not None]
-            clause = _member(field, literals) if literals else None
         else:
-            continue
+            clause = _spelled(field, values) if values else ""
         if clause is None:
             return None
         if clause:
@@ -92,15 +89,17 @@ def build_expr(flt: IndexFilter) -> str | None:
     return " and ".join(parts)
 
 
+def _spelled(field: str, values) -> str | None:
+    """`field` in the values the expression language can spell; None when it can spell none."""
+    literals = [lit for lit in map(string_literal, values) if lit is not None]
+    return _member(field, literals) if literals else None
+
+
 def _parent_clause(flt: IndexFilter) -> str | None:
     """`parent_id in P`, `id in O` or `(parent_id in P or id in O)`; "" when neither is set, None when nothing can match."""
     if not (flt.parent_ids or flt.or_ids):
         return ""
-    either = []
-    for field, values in (("parent_id", flt.parent_ids), ("id", flt.or_ids)):
-        literals = [lit for lit in map(string_literal, values) if lit is not None]
-        if literals:
-            either.append(_member(field, literals))
+    either = [c for c in (_spelled("parent_id", flt.parent_ids), _spelled("id", flt.or_ids)) if c]
     if not either:
         return None
     return either[0] if len(either) == 1 else f"({' or '.join(either)})"
