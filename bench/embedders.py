@@ -47,11 +47,11 @@ def _fallback_tokenize(text: str) -> list[str]:
 
 
 def tokenizer():
-    """retrieval.text.tokenize when the project has it, else the same recipe written out here."""
+    """retrieval.text.index_terms when the project has it, else the same recipe written out here."""
     try:
-        from retrieval.text import tokenize
+        from retrieval.text import index_terms
 
-        return tokenize, "retrieval.text.tokenize"
+        return index_terms, "retrieval.text.index_terms"
     except ImportError:
         return _fallback_tokenize, "jieba cut_for_search (bench fallback)"
 

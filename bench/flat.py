@@ -5,7 +5,7 @@ from collections import Counter
 
 import numpy as np
 
-from retrieval.text import tokenize
+from retrieval.text import index_terms
 
 
 class FlatBM25:
@@ -13,7 +13,7 @@ class FlatBM25:
 
     def __init__(self, texts: list[str], k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b
-        self.docs = [Counter(tokenize(t)) for t in texts]
+        self.docs = [Counter(index_terms(t)) for t in texts]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=float)
         self.avgdl = float(self.lengths.mean()) if len(self.docs) else 0.0
         df = Counter(term for d in self.docs for term in d)
@@ -26,7 +26,7 @@ class FlatBM25:
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs))
-        for term in set(tokenize(query)):
+        for term in set(index_terms(query)):
             idf = self.idf.get(term)
             if idf is None:
                 continue

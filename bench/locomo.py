@@ -20,7 +20,7 @@ order without repeats and cut at k, so k counts dia_ids, not items (a 12-turn ep
 Evidence recall@k = |first k dia_ids ∩ evidence| / |evidence|, averaged over questions.
 
 Flat baselines over the raw turns ("speaker: text [shares …]") run in the same process on the
-same embedder: BM25 (retrieval.text.tokenize, k1=1.2, b=0.75), dense e5 cosine, and their RRF.
+same embedder: BM25 (retrieval.text.index_terms, k1=1.2, b=0.75), dense e5 cosine, and their RRF.
 """
 
 import argparse

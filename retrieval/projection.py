@@ -189,17 +189,23 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
     expected = {row.id: row for row in expected_rows(tenant)}
     report["expected"] = len(expected)
     flt = IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant), statuses=ANY_STATUS)
-    to_write: set[str] = set()
+    missing: dict[str, set[str]] = {}
     for name, index in (("vector", vector_index()), ("keyword", keyword_index())):
         present = set(index.ids(flt))
-        missing, stale = expected.keys() - present, present - expected.keys()
-        report[name] = {"missing": len(missing), "stale": len(stale),
-                        "sample_missing": sorted(missing)[:5], "sample_stale": sorted(stale)[:5]}
+        missing[name], stale = expected.keys() - present, present - expected.keys()
+        report[name] = {"missing": len(missing[name]), "stale": len(stale),
+                        "sample_missing": sorted(missing[name])[:5], "sample_stale": sorted(stale)[:5]}
         if repair and stale:
             index.delete(IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant),
                                      ids=tuple(stale), statuses=ANY_STATUS))
-        to_write |= missing
-    if repair and to_write:
-        write_rows([expected[i] for i in sorted(to_write)], exclusive=_exclusive(tenant))
-    report["repaired"] = bool(repair and (to_write or any(report[n]["stale"] for n in ("vector", "keyword"))))
+    if repair and missing["vector"]:
+        write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=_exclusive(tenant))
+    keyword_only = missing["keyword"] - missing["vector"]
+    if repair and keyword_only:
+        # A keyword index rebuilt for a new analysis needs no embedding: write its rows alone.
+        keyword_only = sorted(keyword_only)
+        for start in range(0, len(keyword_only), 512):
+            keyword_index().upsert([expected[i] for i in keyword_only[start:start + 512]], exclusive=_exclusive(tenant))
+    fixed = missing["vector"] | missing["keyword"]
+    report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))))
     return report

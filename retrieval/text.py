@@ -5,12 +5,18 @@ to the other. Chinese runs are cut with `jieba.lcut_for_search` (which also emit
 words inside long ones); single Chinese characters are dropped because as BM25 terms they match
 almost everything. Other text is matched by a pattern that keeps `c++`, `c#`, `node.js`, `3.14`,
 `at&t` and `50%` whole: jieba's own cut splits `node.js` at the dot.
+
+`index_terms` is what the keyword indexes store and search: `tokenize`'s terms with English words
+reduced to their Snowball stem ("dogs" and "dog" -> `dog`, "painting" and "painted" -> `paint`), as
+Lucene's English analyzer does. Stemming only the BM25 side keeps `tokenize` usable for what reads
+surface words (highlighting, the informative-fact filter).
 """
 
 import logging
 import re
 import threading
 import unicodedata
+from functools import lru_cache
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A letter or digit of any script except Han (Han runs go to jieba).
@@ -46,6 +52,12 @@ STOP_WORDS = frozenset(
     一些 一种 一样 就是 只是 还有 没有 可以 可能 应该 需要 这种 那种 其他 其它 各种 每个 等等
     """.split()
 )
+
+# Bumped whenever index_terms changes what a text is indexed as. The keyword backends put it in
+# their table and index names, so an index written with another analysis is never searched with
+# this one: after an upgrade the keyword index reads as empty, `manage.py reconcile` reports its
+# rows missing, and `reconcile --repair` (or `reindex`) writes them again. 1: no stemming.
+ANALYZER_GENERATION = 2
 
 _jieba = None
 _jieba_lock = threading.Lock()
@@ -104,6 +116,27 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+_stemmer = None
+
+
+@lru_cache(maxsize=65536)
+def stem(term: str) -> str:
+    """The Snowball English stem of a plain ASCII word; any other term as it is."""
+    global _stemmer
+    if not (term.isascii() and term.isalpha()):
+        return term
+    if _stemmer is None:
+        import snowballstemmer
+
+        _stemmer = snowballstemmer.stemmer("english")
+    return _stemmer.stemWord(term)
+
+
+def index_terms(text: str) -> list[str]:
+    """BM25 terms of `text`: `tokenize` with English words stemmed, for both indexing and querying."""
+    return [stem(t) for t in tokenize(text)]
+
+
 def segment(text: str) -> str:
-    """The terms of `text` joined by spaces: what keyword indexes store and whitespace-analyse."""
-    return " ".join(tokenize(text))
+    """The index terms of `text` joined by spaces: what keyword indexes store and whitespace-analyse."""
+    return " ".join(index_terms(text))

@@ -218,6 +218,14 @@ class KeywordContract(IndexContract):
         assert [h.id for h in index.search("tulips", flt(), 10)] == ["memory:b"]
         assert [h.id for h in index.search("roses", flt(), 10)] == ["memory:a"]
 
+    def test_an_inflected_english_word_finds_its_other_forms(self, index):
+        index.upsert([make_row("chunk:dogs", "Their names are Pepper and Panda, my two dogs"),
+                      make_row("chunk:ran", "She was running the marathon"),
+                      make_row("chunk:zh", "小狗的名字")])
+        assert [h.id for h in index.search("What is the name of Audrey's dog?", flt(), 10)] == ["chunk:dogs"]
+        assert [h.id for h in index.search("runs", flt(), 10)] == ["chunk:ran"]
+        assert [h.id for h in index.search("名字", flt(), 10)] == ["chunk:zh"]
+
     def test_empty_or_stopword_query_returns_nothing(self, index):
         index.upsert([make_row("chunk:1", "the and of")])
         assert index.search("the and of", flt(), 10) == [] and index.search("", flt(), 10) == []
@@ -258,16 +266,16 @@ class TestSqliteKeywordIndex(KeywordContract):
     def test_scores_equal_a_reference_bm25(self, index):
         import math
 
-        from retrieval.text import tokenize
+        from retrieval.text import index_terms
 
         texts = ["apple banana apple", "banana cherry", "cherry apple date elder", "fig"]
         index.upsert([make_row(f"chunk:{n}", t) for n, t in enumerate(texts)])
-        docs = [tokenize(t) for t in texts]
+        docs = [index_terms(t) for t in texts]
         avgdl = sum(map(len, docs)) / len(docs)
 
         def bm25(query, doc, k1=1.2, b=0.75):  # FTS5's documented formula and constants
             score = 0.0
-            for term in tokenize(query):
+            for term in index_terms(query):
                 n = sum(term in d for d in docs)
                 idf = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
                 f = doc.count(term)
@@ -282,12 +290,26 @@ class TestSqliteKeywordIndex(KeywordContract):
 
     def test_filtered_statements_use_the_metadata_indexes(self, index):
         index.upsert([make_row("chunk:1", "alpha", document_id=3)])
-        from retrieval.backends.sqlite_fts import build_where
+        from retrieval.backends.sqlite_fts import build_where, table_names
 
         where, params = build_where(flt(document_ids=(3,), statuses=()))
         plan = " ".join(r[-1] for r in index._conn().execute(
-            f"EXPLAIN QUERY PLAN SELECT count(*) FROM kw_meta AS m WHERE {where}", params))
+            f"EXPLAIN QUERY PLAN SELECT count(*) FROM {table_names(None)[0]} AS m WHERE {where}", params))
         assert "USING INDEX" in plan and "SCAN m" not in plan
+
+    def test_an_index_of_an_older_analysis_is_not_searched_and_drop_all_removes_it(self, index):
+        import sqlite3
+
+        with sqlite3.connect(index.path) as old:  # generation 1's table set, unstemmed
+            old.execute("CREATE TABLE kw_meta (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)")
+            old.execute("CREATE VIRTUAL TABLE kw_fts USING fts5(text_seg)")
+            old.execute("INSERT INTO kw_meta VALUES (1, 'chunk:old')")
+            old.execute("INSERT INTO kw_fts (rowid, text_seg) VALUES (1, 'dogs')")
+        assert index.search("dogs", flt(), 10) == [] and list(index.ids(flt(statuses=()))) == []
+        index.drop_all()
+        with sqlite3.connect(index.path) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert not tables & {"kw_meta", "kw_fts"}
 
     def test_several_processes_can_write_one_file(self, index):
         import multiprocessing

@@ -153,16 +153,16 @@ def test_upsert_creates_the_index_once_then_bulk_indexes_segmented_rows(fake):
     index.upsert([make_row("chunk:2", "C++ templates", tenant_id=7)], exclusive=True)
     index.upsert([make_row("chunk:3", "again")])
     creates = [(path, body) for method, path, _, body in server.requests if method == "PUT"]
-    assert [path for path, _ in creates] == ["/loci-shared-000001", "/loci-t7-000001"]
-    assert creates[0][1] == {**index_mapping(), "aliases": {"loci-shared": {}}}
+    assert [path for path, _ in creates] == ["/loci-shared-a2-000001", "/loci-t7-a2-000001"]
+    assert creates[0][1] == {**index_mapping(), "aliases": {"loci-shared-a2": {}}}
     bulks = [(params, body) for method, path, params, body in server.requests if path == "/_bulk"]
     assert [params for params, _ in bulks] == [{"require_alias": "true", "refresh": "wait_for"}] * 3
     action, source = bulks[0][1]
-    assert action == {"index": {"_index": "loci-shared", "_id": "chunk:1"}}
+    assert action == {"index": {"_index": "loci-shared-a2", "_id": "chunk:1"}}
     assert source["text_seg"] == "deploy node.js node js 中华 华人 人民 共和 共和国 中华人民共和国"
     assert {k: source[k] for k in ("id", "tenant_id", "kb_id", "document_id", "kind", "status")} == {
         "id": "chunk:1", "tenant_id": 1, "kb_id": 1, "document_id": 4, "kind": "chunk", "status": "active"}
-    assert bulks[1][1][0] == {"index": {"_index": "loci-t7", "_id": "chunk:2"}}
+    assert bulks[1][1][0] == {"index": {"_index": "loci-t7-a2", "_id": "chunk:2"}}
 
 
 def test_search_sends_the_pinned_body_and_reads_hits(fake):
@@ -174,7 +174,7 @@ def test_search_sends_the_pinned_body_and_reads_hits(fake):
     hits = index.search("C++ and node.js", f, 5)
     assert [(h.id, h.score, h.extra["kind"]) for h in hits] == [("chunk:1", 2.5, "chunk")]
     method, path, params, body = server.requests[-1]
-    assert (method, path, params) == ("POST", "/loci-shared/_search", {"ignore_unavailable": "true"})
+    assert (method, path, params) == ("POST", "/loci-shared-a2/_search", {"ignore_unavailable": "true"})
     assert body == build_search_body(["c++", "node.js", "node", "js"], f, 5)
 
 
@@ -189,8 +189,8 @@ def test_count_delete_and_ids_use_the_same_filter(fake):
     assert len(list(index.ids(f))) == 1001
     query = {"bool": {"filter": build_filter(f)}}
     count, delete, page1, page2 = server.requests[-4:]
-    assert count[1:] == ("/loci-t7/_count", {"ignore_unavailable": "true"}, {"query": query})
-    assert delete[1:] == ("/loci-t7/_delete_by_query",
+    assert count[1:] == ("/loci-t7-a2/_count", {"ignore_unavailable": "true"}, {"query": query})
+    assert delete[1:] == ("/loci-t7-a2/_delete_by_query",
                           {"ignore_unavailable": "true", "refresh": "true", "conflicts": "proceed"}, {"query": query})
     assert page1[3]["query"] == query and page1[3]["sort"] == [{"id": "asc"}] and "search_after" not in page1[3]
     assert page2[3]["search_after"] == ["c999"]
@@ -211,6 +211,8 @@ def test_nothing_is_sent_for_an_empty_query_or_no_permitted_kb(fake):
 
 def test_drop_all_deletes_only_this_prefix(fake):
     index, server = fake
-    server.indices |= {"loci-shared-000001", "loci-t3-000001", "loci-test-shared-000001", "loci-other"}
+    # Older analyzer generations had no "-a<n>"; drop_all removes them too.
+    server.indices |= {"loci-shared-a2-000001", "loci-t3-a2-000001", "loci-shared-000001", "loci-t3-000001",
+                       "loci-test-shared-000001", "loci-test-shared-a2-000001", "loci-other"}
     index.drop_all()
-    assert server.indices == {"loci-test-shared-000001", "loci-other"}
+    assert server.indices == {"loci-test-shared-000001", "loci-test-shared-a2-000001", "loci-other"}

@@ -12,6 +12,7 @@ from ingest.models import Chunk, Document, Memory
 from ingest.pipeline import run_inline
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
+from retrieval.projection import reconcile
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from tenants.access import permitted_scope
@@ -109,6 +110,28 @@ def test_deleting_a_document_removes_it_from_the_database_and_both_indexes(world
     assert not Memory.objects.filter(document_id=pk).exists()
     assert index_count(doc, pk) == (0, 0)
     assert not shutil.os.path.exists(stored)
+
+
+def test_reconcile_rewrites_a_lost_keyword_index_without_embedding_again(world, alice_scope, monkeypatch):
+    def found():  # the table's memories say "Cell": a stemmed query finds them
+        response = find(alice_scope, "cells", method="keyword")
+        return response["episodes"] + response["facts"]
+
+    doc = ingest(alice_scope, world.docs, DOCS / "fake-html.html")
+    rows = index_count(doc)
+    assert found()
+    keyword_index().drop_all()  # what a new keyword analysis looks like: its index is empty
+    assert index_count(doc) == (rows[0], 0) and found() == []
+    report = reconcile(world.acme)
+    assert report["keyword"]["missing"] == report["expected"] >= rows[1] and report["vector"]["missing"] == 0
+
+    def no_embedding():
+        raise AssertionError("a keyword-only repair must not embed")
+
+    monkeypatch.setattr("retrieval.projection.embedder", no_embedding)
+    assert reconcile(world.acme, repair=True)["repaired"]
+    assert index_count(doc) == rows and found()
+    assert reconcile(world.acme)["keyword"]["missing"] == 0
 
 
 def _zip_bomb(path):

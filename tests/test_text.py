@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.text import STOP_WORDS, segment, tokenize
+from retrieval.text import STOP_WORDS, index_terms, segment, tokenize
 
 
 @pytest.mark.parametrize("term", ["c++", "c#", "f#", "node.js", "3.14", "at&t", "50%", "v1.2.3", ".net"])
@@ -61,6 +61,17 @@ def test_hostile_or_empty_text_gives_plain_terms(text):
 def test_segment_joins_terms_with_spaces():
     assert segment("Hello, C++ world") == "hello c++ world"
     assert segment("") == ""
+
+
+def test_index_terms_stem_english_words_only():
+    assert index_terms("Audrey's dogs were running studies") == ["audrey", "dog", "run", "studi"]
+    assert index_terms("C++ node.js 3.14 50% 人工智能") == tokenize("C++ node.js 3.14 50% 人工智能")
+    assert index_terms("the dog") == index_terms("dogs") == ["dog"]
+
+
+def test_tokenize_keeps_the_surface_words_and_segment_stores_the_stems():
+    assert tokenize("running dogs") == ["running", "dogs"]
+    assert segment("running dogs") == "run dog"
 
 
 def test_jieba_loads_lazily_and_quietly():

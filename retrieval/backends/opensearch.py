@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
-from retrieval.text import segment, tokenize
+from retrieval.text import ANALYZER_GENERATION, index_terms, segment
 
 HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
 MAX_RESULT_WINDOW = 10000  # OpenSearch's index.max_result_window default: size beyond it is refused
@@ -128,8 +128,9 @@ class OpenSearchKeywordIndex:
         self._client().info()
 
     def alias(self, tenant_id: int | None = None) -> str:
-        """`{prefix}-shared`, or `{prefix}-t{tenant}` for an exclusive tenant."""
-        return f"{self.prefix}-shared" if tenant_id is None else f"{self.prefix}-t{int(tenant_id)}"
+        """`{prefix}-shared-a2`, or `{prefix}-t{tenant}-a2` for an exclusive tenant (a2: the analyzer generation)."""
+        name = "shared" if tenant_id is None else f"t{int(tenant_id)}"
+        return f"{self.prefix}-{name}-a{ANALYZER_GENERATION}"
 
     def _ensure(self, alias: str) -> None:
         if alias in self._known:
@@ -189,7 +190,7 @@ class OpenSearchKeywordIndex:
 
     def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]:
         flt, limit = clean_filter(flt), check_top_k(top_k)
-        tokens = tokenize(check_query(query))
+        tokens = index_terms(check_query(query))
         if not tokens or matches_nothing(flt):
             return []
         found = self._request("search", flt, build_search_body(tokens, flt, limit))
@@ -226,7 +227,8 @@ class OpenSearchKeywordIndex:
         return int(done.get("deleted", 0))
 
     def drop_all(self) -> None:
-        pattern = re.compile(rf"^{re.escape(self.prefix)}-(?:shared|t\d+)-\d{{6}}$")
+        # This analyzer generation's indexes and older ones (no "-a<n>" before generation 2).
+        pattern = re.compile(rf"^{re.escape(self.prefix)}-(?:shared|t\d+)(?:-a\d+)?-\d{{6}}$")
         client = self._client()
         names = [n for n in client.indices.get(index=f"{self.prefix}-*", ignore_unavailable=True) if pattern.match(n)]
         for name in names:  # by exact name: "loci-*" alone would also match another deployment's "loci-test-*"

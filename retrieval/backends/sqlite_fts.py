@@ -1,10 +1,11 @@
 """BM25 keyword index in one SQLite FTS5 file: the embedded default.
 
-Layout per table set (shared: `kw_meta` + `kw_fts`; an exclusive tenant: `kw_t<id>_meta` +
-`kw_t<id>_fts`): the FTS5 table holds only the pre-segmented text, and an ordinary table joined on
-rowid holds the filterable fields with B-tree indexes. Filters are SQL conditions on that table in
-the same statement as MATCH, so they apply before ORDER BY ... LIMIT, and deletes by document or
-knowledge base use an index instead of scanning FTS columns. Every value is a bound parameter;
+Layout per table set (shared: `kw2_meta` + `kw2_fts`; an exclusive tenant: `kw2_t<id>_meta` +
+`kw2_t<id>_fts`; 2 is `retrieval.text.ANALYZER_GENERATION`): the FTS5 table holds only the
+pre-segmented text, and an ordinary table joined on rowid holds the filterable fields with B-tree
+indexes. Filters are SQL conditions on that table in the same statement as MATCH, so they apply
+before ORDER BY ... LIMIT, and deletes by document or knowledge base use an index instead of
+scanning FTS columns. Every value is a bound parameter;
 table names are built only from a validated int.
 """
 
@@ -22,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from loci.sqlite import use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
-from retrieval.text import segment, tokenize
+from retrieval.text import ANALYZER_GENERATION, index_terms, segment
 
 # Characters jieba-free tokens keep inside a word (c++, c#, node.js, at&t, 50%, foo_bar, e-mail):
 # unicode61 must not split on them, or "c++" would be stored and matched as "c".
@@ -34,17 +35,18 @@ _FILTER_COLUMNS = {  # IndexFilter field -> column; the only names that ever rea
     "kb_ids": "kb_id", "kinds": "kind", "document_ids": "document_id", "parent_ids": "parent_id",
     "ids": "id", "statuses": "status",
 }
-_TABLE_RE = re.compile(r"^kw_(?:t\d+_)?(?:meta|fts)$")
+_PREFIX = f"kw{ANALYZER_GENERATION}"
+_TABLE_RE = re.compile(r"^kw\d*_(?:t\d+_)?(?:meta|fts)$")  # this generation's tables and older ones
 _INHERITED: list[sqlite3.Connection] = []
 
 
 def table_names(tenant_id: int | None) -> tuple[str, str]:
     """(metadata table, FTS table) of the shared set, or of one tenant's exclusive set."""
     if tenant_id is None:
-        return "kw_meta", "kw_fts"
+        return f"{_PREFIX}_meta", f"{_PREFIX}_fts"
     if isinstance(tenant_id, bool) or not isinstance(tenant_id, int) or tenant_id < 0:
         raise ValueError("tenant_id must be a non-negative int")
-    return f"kw_t{tenant_id}_meta", f"kw_t{tenant_id}_fts"
+    return f"{_PREFIX}_t{tenant_id}_meta", f"{_PREFIX}_t{tenant_id}_fts"
 
 
 def build_where(flt: IndexFilter, alias: str = "m") -> tuple[str, list]:
@@ -214,7 +216,7 @@ class SqliteKeywordIndex:
 
     def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]:
         flt, limit = clean_filter(flt), check_top_k(top_k)
-        terms = tokenize(check_query(query))
+        terms = index_terms(check_query(query))
         if not terms or matches_nothing(flt):
             return []
         where, params = build_where(flt)
