@@ -117,6 +117,7 @@ def tokenize(text: str) -> list[str]:
 
 
 _stemmer = None
+_stemmer_lock = threading.Lock()  # a Snowball stemmer keeps its working string on the instance
 
 
 @lru_cache(maxsize=65536)
@@ -125,11 +126,12 @@ def stem(term: str) -> str:
     global _stemmer
     if not (term.isascii() and term.isalpha()):
         return term
-    if _stemmer is None:
-        import snowballstemmer
+    with _stemmer_lock:
+        if _stemmer is None:
+            import snowballstemmer
 
-        _stemmer = snowballstemmer.stemmer("english")
-    return _stemmer.stemWord(term)
+            _stemmer = snowballstemmer.stemmer("english")
+        return _stemmer.stemWord(term)
 
 
 def index_terms(text: str) -> list[str]:

@@ -5,8 +5,8 @@ Layout per table set (shared: `kw2_meta` + `kw2_fts`; an exclusive tenant: `kw2_
 pre-segmented text, and an ordinary table joined on rowid holds the filterable fields with B-tree
 indexes. Filters are SQL conditions on that table in the same statement as MATCH, so they apply
 before ORDER BY ... LIMIT, and deletes by document or knowledge base use an index instead of
-scanning FTS columns. Every value is a bound parameter;
-table names are built only from a validated int.
+scanning FTS columns. Every value is a bound parameter; table names are built only from a
+validated int.
 """
 
 import json
