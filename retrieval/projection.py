@@ -200,12 +200,36 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
                                      ids=tuple(stale), statuses=ANY_STATUS))
     if repair and missing["vector"]:
         write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=_exclusive(tenant))
-    keyword_only = missing["keyword"] - missing["vector"]
-    if repair and keyword_only:
-        # A keyword index rebuilt for a new analysis needs no embedding: write its rows alone.
-        keyword_only = sorted(keyword_only)
-        for start in range(0, len(keyword_only), 512):
-            keyword_index().upsert([expected[i] for i in keyword_only[start:start + 512]], exclusive=_exclusive(tenant))
+    if repair:  # rows only the keyword index lacks need no embedding
+        _write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant)
     fixed = missing["vector"] | missing["keyword"]
     report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))))
     return report
+
+
+def refill_empty_keyword_index() -> int:
+    """Write the keyword rows of every tenant whose keyword index is empty while its database is not.
+
+    That is what a new keyword analysis (`retrieval.text.ANALYZER_GENERATION`) leaves after an
+    upgrade: the new generation's tables start empty. Only the keyword index is written, so nothing
+    is embedded again. Returns the number of rows written.
+    """
+    written = 0
+    for tenant in Tenant.objects.all():
+        kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
+        flt = IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant), statuses=ANY_STATUS)
+        if kb_ids and not keyword_index().count(flt):
+            written += _write_keyword_rows(expected_rows(tenant), tenant)
+    return written
+
+
+def _write_keyword_rows(rows: Iterable[IndexRow], tenant: Tenant) -> int:
+    batch, written = [], 0
+    for row in rows:
+        batch.append(row)
+        if len(batch) == 512:
+            keyword_index().upsert(batch, exclusive=_exclusive(tenant))
+            written, batch = written + len(batch), []
+    if batch:
+        keyword_index().upsert(batch, exclusive=_exclusive(tenant))
+    return written + len(batch)

@@ -12,7 +12,7 @@ from ingest.models import Chunk, Document, Memory
 from ingest.pipeline import run_inline
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
-from retrieval.projection import reconcile
+from retrieval.projection import reconcile, refill_empty_keyword_index
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from tenants.access import permitted_scope
@@ -132,6 +132,10 @@ def test_reconcile_rewrites_a_lost_keyword_index_without_embedding_again(world, 
     assert reconcile(world.acme, repair=True)["repaired"]
     assert index_count(doc) == rows and found()
     assert reconcile(world.acme)["keyword"]["missing"] == 0
+
+    keyword_index().drop_all()  # `manage.py up` does the same by itself for every tenant
+    assert refill_empty_keyword_index() == report["expected"] and index_count(doc) == rows and found()
+    assert refill_empty_keyword_index() == 0  # not empty now: nothing is written twice
 
 
 def _zip_bomb(path):

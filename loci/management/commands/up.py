@@ -24,6 +24,11 @@ class Command(BaseCommand):
             options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
             uri = ensure_server(options["lite_path"], options["lite_port"])
             self.stdout.write(f"Milvus Lite: {uri} ({options['lite_path']})")
+        from retrieval.projection import refill_empty_keyword_index
+
+        refilled = refill_empty_keyword_index()
+        if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
+            self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
         python = sys.executable
         commands = [
             [python, "-m", "uvicorn", "loci.asgi:application", "--host", opts["host"], "--port", str(opts["port"]),
