@@ -106,32 +106,20 @@ def remove_memory_rows(memories: Iterable[Memory]) -> None:
     memories = list(memories)
     if not memories:
         return
-    tenant = memories[0].tenant
-    flt = IndexFilter(
-        tenant_id=tenant.pk,
-        kb_ids=tuple({m.kb_id for m in memories}),
-        exclusive=_exclusive(tenant),
-        ids=tuple(memory_key(m.pk) for m in memories),
-        statuses=ANY_STATUS,
-    )
-    _delete_everywhere(flt)
+    _delete_everywhere(_rows_of(memories[0].tenant, {m.kb_id for m in memories},
+                                ids=tuple(memory_key(m.pk) for m in memories)))
 
 
 def remove_document_rows(document: Document) -> None:
-    tenant = document.kb.tenant
-    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=(document.kb_id,), exclusive=_exclusive(tenant),
-                                   document_ids=(document.pk,), statuses=ANY_STATUS))
+    _delete_everywhere(_rows_of(document.kb.tenant, (document.kb_id,), document_ids=(document.pk,)))
 
 
 def remove_kb_rows(kb: KnowledgeBase) -> None:
-    tenant = kb.tenant
-    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=(kb.pk,), exclusive=_exclusive(tenant),
-                                   statuses=ANY_STATUS))
+    _delete_everywhere(_rows_of(kb.tenant, (kb.pk,)))
 
 
 def remove_scope_rows(tenant: Tenant, kb_ids, *, user_id=None, session_id=None) -> None:
-    _delete_everywhere(IndexFilter(tenant_id=tenant.pk, kb_ids=tuple(kb_ids), exclusive=_exclusive(tenant),
-                                   user_id=user_id, session_id=session_id, statuses=ANY_STATUS))
+    _delete_everywhere(_rows_of(tenant, kb_ids, user_id=user_id, session_id=session_id))
 
 
 def _delete_everywhere(flt: IndexFilter) -> None:
@@ -141,6 +129,12 @@ def _delete_everywhere(flt: IndexFilter) -> None:
 
 def _exclusive(tenant: Tenant) -> bool:
     return tenant.isolation == Tenant.Isolation.EXCLUSIVE
+
+
+def _rows_of(tenant: Tenant, kb_ids, **narrow) -> IndexFilter:
+    """The index rows of these KBs of a tenant, whatever their status, narrowed by `narrow`."""
+    return IndexFilter(tenant_id=tenant.pk, kb_ids=tuple(kb_ids), exclusive=_exclusive(tenant), statuses=ANY_STATUS,
+                       **narrow)
 
 
 def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[IndexRow]:
@@ -165,8 +159,7 @@ def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, lo
         kbs = [kb] if kb else list(one.knowledge_bases.all())
         if not kbs:
             continue
-        _delete_everywhere(IndexFilter(tenant_id=one.pk, kb_ids=tuple(k.pk for k in kbs), exclusive=_exclusive(one),
-                                       statuses=ANY_STATUS))
+        _delete_everywhere(_rows_of(one, (k.pk for k in kbs)))
         batch: list[IndexRow] = []
         for row in (r for k in kbs for r in expected_rows(one, k)):
             batch.append(row)
@@ -188,7 +181,7 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
         return {**report, "vector": {"missing": 0, "stale": 0}, "keyword": {"missing": 0, "stale": 0}}
     expected = {row.id: row for row in expected_rows(tenant)}
     report["expected"] = len(expected)
-    flt = IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant), statuses=ANY_STATUS)
+    flt = _rows_of(tenant, kb_ids)
     missing: dict[str, set[str]] = {}
     for name, index in (("vector", vector_index()), ("keyword", keyword_index())):
         present = set(index.ids(flt))
@@ -196,8 +189,7 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
         report[name] = {"missing": len(missing[name]), "stale": len(stale),
                         "sample_missing": sorted(missing[name])[:5], "sample_stale": sorted(stale)[:5]}
         if repair and stale:
-            index.delete(IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant),
-                                     ids=tuple(stale), statuses=ANY_STATUS))
+            index.delete(_rows_of(tenant, kb_ids, ids=tuple(stale)))
     if repair and missing["vector"]:
         write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=_exclusive(tenant))
     if repair:  # rows only the keyword index lacks need no embedding
@@ -217,8 +209,7 @@ def refill_empty_keyword_index() -> int:
     written = 0
     for tenant in Tenant.objects.all():
         kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
-        flt = IndexFilter(tenant_id=tenant.pk, kb_ids=kb_ids, exclusive=_exclusive(tenant), statuses=ANY_STATUS)
-        if kb_ids and not keyword_index().count(flt):
+        if kb_ids and not keyword_index().count(_rows_of(tenant, kb_ids)):
             written += _write_keyword_rows(expected_rows(tenant), tenant)
     return written
 
