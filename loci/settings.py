@@ -160,7 +160,8 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
+# --- Pluggable backends (loci/backends.py), chosen like CACHES: per kind, named aliases of a dotted
+# BACKEND path and its OPTIONS, with a `default` alias; one entry on its own is the default alias.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
 MILVUS_URI = env_str("MILVUS_URI")
 MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 19531, minimum=1024, maximum=65535)
@@ -195,7 +196,23 @@ LOCI_KEYWORD_INDEX = {
     },
 }
 
+# Online reindex (retrieval/builds.py): which build of the indexes the default aliases serve. Every
+# app process must see the same file (several hosts: put it on shared storage, e.g. the media volume).
+LOCI_INDEX_STATE = Path(env_str("LOCI_INDEX_STATE", str(VAR_DIR / "index-builds.json")))
+# After switching to a new build, how long the old one is kept for searches already under way.
+LOCI_REINDEX_DRAIN_SECONDS = env_float("LOCI_REINDEX_DRAIN_SECONDS", 5.0, minimum=0.0)
+
 # --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
+# Each kind's default alias reads the flat settings below when it is built, so they keep working;
+# OPTIONS of an alias override them (retrieval.embeddings.configured_embedder says which).
+LOCI_EMBEDDERS = {"default": {"BACKEND": "retrieval.embeddings.configured_embedder", "OPTIONS": {}}}
+# A second embedder to reindex into (`manage.py reindex --embedder next`) while `default` serves.
+LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "use", "openai"})
+if LOCI_EMBEDDER_NEXT:
+    LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
+                              "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
+LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
+LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
 LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
