@@ -105,6 +105,10 @@ def embedder(alias: str | None = None) -> Embedder:
         from retrieval.builds import current
 
         alias = current().live.embedder
+        if alias not in embedders.settings:
+            raise ImproperlyConfigured(
+                f"the live index build was embedded by the LOCI_EMBEDDERS alias {alias!r} (see LOCI_INDEX_STATE), "
+                "which is not configured: configure it, or `manage.py reindex --embedder default`")
     return embedders.get(alias)
 
 
