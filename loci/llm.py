@@ -4,6 +4,13 @@
 parses it even when wrapped in ```json fences or preceded by a <think> block, validates it with the
 caller's check, and retries malformed replies, timeouts, 429 and 5xx with exponential backoff.
 The `openai` client's own retries are off (`max_retries=0`) so this loop is the only one.
+
+The client contract (the BACKEND of a LOCI_LLM_CLIENTS alias, called with its OPTIONS): it returns
+an `openai.OpenAI`-compatible client (`chat.completions.create(messages=..., model=..., **kw)`
+answering an object with `.choices[0].message.content`, raising openai.APIStatusError with
+`status_code` for an HTTP refusal and openai.APIConnectionError for a timeout or an unreachable
+server), or None when no LLM is configured; its own retries off. It is shared by every thread
+unless it sets `thread_safe = False`.
 """
 
 import json

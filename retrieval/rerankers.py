@@ -25,11 +25,20 @@ class RerankError(Exception):
 
 
 class Reranker(Protocol):
-    """Scores every text against the query; one float per text, in the texts' order."""
+    """Scores every text against the query; one float per text, in the texts' order.
+
+    Construction: the BACKEND of a LOCI_RERANKERS alias, called with its OPTIONS, returns a
+    reranker or None (reranking not configured); bad settings raise ImproperlyConfigured.
+    Shared by threads only when it sets `thread_safe = True`.
+    """
 
     name: str
 
-    def rerank(self, query: str, texts: list[str]) -> list[float]: ...
+    def rerank(self, query: str, texts: list[str]) -> list[float]:
+        """Exactly len(texts) finite floats, higher is more relevant, comparable within one call.
+        TypeError for a non-str query or a bare string as texts; RerankError when any passage
+        could not be scored (the caller then keeps its own order): never a partial list."""
+        ...
 
 
 def _check_args(query: str, texts: list[str]) -> list[str]:
