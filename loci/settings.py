@@ -242,6 +242,9 @@ MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
 MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
 MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
+# Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
+# past it the search fails with 504 naming the engine, never hangs.
+SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
 
