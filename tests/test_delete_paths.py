@@ -375,3 +375,19 @@ def test_reconcile_reports_and_repairs_rows_left_in_the_old_place(seeded, world)
     reconcile(tenant, repair=True)
     report = reconcile(tenant)
     assert all(report[n]["stale"] == report[n]["missing"] == 0 for n in ("vector", "keyword")), report
+
+
+def test_a_chunk_deleted_in_the_admin_leaves_the_indexes(seeded, world, committed):
+    """Deleting a document in the admin lists its chunks; a chunk deleted on its own takes its index row along."""
+    s = seeded
+    chunk = Chunk.objects.filter(document=s.document, level="child").first()
+    flt = [IndexFilter(tenant_id=s.tenant.pk, kb_ids=(s.kbs["docs"].pk,), ids=(f"chunk:{chunk.pk}",), statuses=(),
+                       exclusive=e) for e in (False, True)]
+    assert index_rows(flt) == {"vector": 1, "keyword": 1}
+    committed(admin_bulk, world, "ingest/chunk", chunk.pk)
+    assert not Chunk.objects.filter(pk=chunk.pk).exists()
+    assert index_rows(flt) == {"vector": 0, "keyword": 0}
+    report = reconcile(s.tenant)
+    assert report["vector"]["stale"] == report["keyword"]["stale"] == 0, report
+    out = io.StringIO()
+    call_command("reconcile", stdout=out)  # every tenant and every removed KB: no drift, exit 0
