@@ -228,7 +228,14 @@ def _start(path: Path, port: int | None, files: dict[str, Path], timeout: float)
             files["port"].write_text(str(candidate))
             return record
         failures.append(failure)
-    raise RuntimeError(f"Milvus Lite server over {path} did not start: {'; '.join(failures)}; see {files['log']}")
+    raise RuntimeError(f"Milvus Lite server over {path} did not start: {'; '.join(failures)} "
+                       f"(last logged: {_last_line(files['log'])!r}; see {files['log']})")
+
+
+def _last_line(log: Path) -> str:
+    with contextlib.suppress(OSError, IndexError):
+        return log.read_text(errors="replace").strip().splitlines()[-1][-300:]
+    return ""
 
 
 def _candidate_ports(remembered: Path) -> list[int]:
@@ -345,7 +352,7 @@ def serve(path, port: int, *, until_unused: bool = False) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # milvus_lite imports the deprecated pkg_resources
-        from milvus_lite.server import Server
+        from milvus_lite.server import BIN_PATH
 
     path = _check_path(path)
     files = _files(path)
@@ -356,10 +363,14 @@ def serve(path, port: int, *, until_unused: bool = False) -> int:
     # Handlers first: a SIGTERM during start must still stop the binary, not orphan it.
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    server = Server(str(path), address=f"{HOST}:{port}")
-    if not server.init():
+    # The binary is started as milvus_lite.server.Server.start would, but not through Server: when
+    # its lock is taken, Server's __del__ unlinks the lock file the running server holds, and the
+    # next start then locks a new file and opens the same data twice. For the same reason the lock
+    # file (the one Milvus Lite's local mode takes too) is never removed.
+    bin_dir = Path(os.environ.get("BIN_PATH") or BIN_PATH).absolute()
+    if not (bin_dir / "milvus").exists():
+        print(f"the milvus binary is missing from {bin_dir}", file=sys.stderr)
         return 1
-    # Milvus Lite's own lock file (what its Server.start takes), so no two servers open one file.
     milvus_lock = open(path.parent / f".{path.name}.lock", "a")
     try:
         fcntl.lockf(milvus_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -367,10 +378,11 @@ def serve(path, port: int, *, until_unused: bool = False) -> int:
         print(f"another Milvus Lite server holds {path}", file=sys.stderr)
         return 1
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH")}
-    env["LD_LIBRARY_PATH"] = env["DYLD_LIBRARY_PATH"] = f"{server._bin_path}:{os.environ.get('LD_LIBRARY_PATH', '')}"
+    env["LD_LIBRARY_PATH"] = env["DYLD_LIBRARY_PATH"] = f"{bin_dir}:{os.environ.get('LD_LIBRARY_PATH', '')}"
+    args = [str(bin_dir / "milvus"), str(path), f"{HOST}:{port}", os.environ.get("LOG_LEVEL", "ERROR")]
     binary, held = None, []
     try:
-        binary = subprocess.Popen(server.args, env=env, cwd=str(path.parent),
+        binary = subprocess.Popen(args, env=env, cwd=str(path.parent),
                                   preexec_fn=_die_with_parent(ctypes.CDLL(None), os.getpid()))
         while not _holds(binary.pid, _listening_inodes(port)):
             if binary.poll() is not None:
@@ -401,7 +413,6 @@ def serve(path, port: int, *, until_unused: bool = False) -> int:
                 files["server.json"].unlink()
         fcntl.lockf(milvus_lock, fcntl.LOCK_UN)
         milvus_lock.close()
-        (path.parent / f".{path.name}.lock").unlink(missing_ok=True)  # as Milvus Lite's Server.stop does
 
 
 def main(argv=None) -> int:

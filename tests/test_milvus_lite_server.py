@@ -114,6 +114,26 @@ def test_a_stale_record_whose_server_was_killed_is_not_trusted(installations):
     assert x.count(EVERYTHING) == 1
 
 
+def test_a_file_another_server_holds_is_never_opened_twice(tmp_path):
+    """A server this code cannot verify (an older version's, say) holds the file: starting fails, and the lock stays."""
+    from retrieval.milvus_lite import ensure_server
+
+    lock_file = tmp_path / ".milvus.db.lock"
+    holder = subprocess.Popen([PYTHON, "-c", f"import fcntl, sys, time; f = open({str(lock_file)!r}, 'a'); "
+                               "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        inode = lock_file.stat().st_ino
+        with pytest.raises(RuntimeError, match="another Milvus Lite server holds"):
+            ensure_server(tmp_path / "milvus.db", timeout=20)
+        assert lock_file.stat().st_ino == inode  # Milvus Lite's Server.__del__ unlinked it: a 2nd start then succeeded
+        assert not lite_processes(tmp_path / "milvus.db")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def _pids(path: Path) -> list[str]:
     wanted, found = str(path.resolve()).encode(), []
     for entry in Path("/proc").iterdir():
