@@ -217,9 +217,9 @@ def ensure_server(path, port: int | None = None, *, timeout: float = 60.0) -> st
 def _start(path: Path, port: int | None, files: dict[str, Path], timeout: float) -> dict:
     if port and _answers(port):
         raise RuntimeError(
-            f"Milvus Lite port {port} (MILVUS_LITE_PORT) is held by {_port_holder(port)}, not by the server "
-            f"of this installation's {path}; refusing to use another installation's index. Set "
-            f"MILVUS_LITE_PORT to a free port, or leave it unset to pick one.")
+            f"Milvus Lite port {port} (MILVUS_LITE_PORT) is held by {_port_holder(port)}, which cannot be "
+            f"verified as the server of this installation's {path}; refusing to use it, as it may be another "
+            f"installation's index. Set MILVUS_LITE_PORT to a free port, or leave it unset to pick one.")
     ports = [port] if port else _candidate_ports(files["port"])
     failures = []
     for candidate in ports:
