@@ -163,7 +163,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
 MILVUS_URI = env_str("MILVUS_URI")
-MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 19531, minimum=1024, maximum=65535)
+# Unset: a free port, picked when the embedded server starts and recorded next to var/milvus.db.
+MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 0, minimum=0, maximum=65535)
+if 0 < MILVUS_LITE_PORT < 1024:
+    raise ImproperlyConfigured(f"MILVUS_LITE_PORT must be 1024-65535 (or unset), got {MILVUS_LITE_PORT}")
 OPENSEARCH_URL = env_str("OPENSEARCH_URL")
 
 LOCI_VECTOR_INDEX = {

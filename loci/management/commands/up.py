@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Start the web server and a Celery worker together (and the embedded Milvus Lite server); Ctrl-C stops all."
+    help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
+            "Ctrl-C or SIGTERM stops all of them.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("LOCI_HOST", "127.0.0.1"))
@@ -18,12 +19,15 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true")
 
     def handle(self, *args, **opts):
+        lite_path = None
         if not settings.MILVUS_URI and "milvus" in settings.LOCI_VECTOR_INDEX["BACKEND"]:
             from retrieval.milvus_lite import ensure_server
 
+            # Before the children, which then find it (and register as its users) instead of racing to start it.
             options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
-            uri = ensure_server(options["lite_path"], options["lite_port"])
-            self.stdout.write(f"Milvus Lite: {uri} ({options['lite_path']})")
+            lite_path = options["lite_path"]
+            uri = ensure_server(lite_path, options["lite_port"] or None)
+            self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
         from retrieval.projection import refill_empty_keyword_index
 
         refilled = refill_empty_keyword_index()
@@ -50,6 +54,13 @@ class Command(BaseCommand):
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     os.killpg(child.pid, signal.SIGKILL)
+            if lite_path:
+                from retrieval.milvus_lite import release
+
+                # After the children: it stops now unless another process (a `manage.py ingest` run
+                # beside up) still uses it, and then stops when that one exits.
+                if not release(lite_path):
+                    self.stdout.write("Milvus Lite: stops when the last process still using it exits")
             sys.exit(0)
 
         signal.signal(signal.SIGINT, stop)
