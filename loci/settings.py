@@ -111,6 +111,8 @@ STORAGES = {
 LOCI_MAX_UPLOAD_BYTES = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1) * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("LOCI_MAX_FILES_PER_UPLOAD", 200, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# A JSON body is read into memory whole: 500 chat messages of a few KB each fit easily.
+LOCI_MAX_JSON_BYTES = env_int("LOCI_MAX_JSON_MB", 10, minimum=1) * 1024 * 1024
 
 # --- REST framework
 REST_FRAMEWORK = {
@@ -123,6 +125,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+    # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
+    "DEFAULT_PARSER_CLASSES": [
+        "loci.json_parser.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Loci API",
