@@ -2,7 +2,6 @@
 
 from rest_framework import status
 from rest_framework.exceptions import APIException
-from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class PayloadTooLarge(APIException):
@@ -14,6 +13,9 @@ class PayloadTooLarge(APIException):
 
 
 def exception_handler(exc, context):
+    # Imported here: rest_framework.views loads the parser classes, and the JSON parser imports this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -108,7 +108,17 @@ STORAGES = {
 }
 
 # --- Uploads
-LOCI_MAX_UPLOAD_BYTES = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1) * 1024 * 1024
+# MB here means 1,048,576 bytes, and every message about a size says it in the same unit.
+_MAX_UPLOAD_MB = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1)
+LOCI_MAX_UPLOAD_BYTES = _MAX_UPLOAD_MB * 1024 * 1024
+# Any request body, refused while it streams (ingest/upload_limits.py): it bounds what one request
+# can put on the server's disk, since Django's ASGI handler stores a body before a view sees it.
+LOCI_MAX_UPLOAD_REQUEST_BYTES = env_int("LOCI_MAX_UPLOAD_REQUEST_MB", 2 * _MAX_UPLOAD_MB, minimum=_MAX_UPLOAD_MB) * 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "ingest.upload_limits.UploadLimitHandler",  # first, so it sees every chunk before it is stored
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("LOCI_MAX_FILES_PER_UPLOAD", 200, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # A JSON body is read into memory whole: 500 chat messages of a few KB each fit easily.
