@@ -124,6 +124,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # A JSON body is read into memory whole: 500 chat messages of a few KB each fit easily.
 LOCI_MAX_JSON_BYTES = env_int("LOCI_MAX_JSON_MB", 10, minimum=1) * 1024 * 1024
 
+# OCR runs 1.5-5 s a page on one core: 300 pages stay inside the parse stage's default time limit.
+LOCI_OCR_MAX_PAGES = env_int("LOCI_OCR_MAX_PAGES", 300, minimum=0)
+
 # --- REST framework
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
