@@ -86,6 +86,28 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = ["tenants.sign_in.ThrottledModelBackend"]  # Django's, behind a failed-sign-in throttle
+# Failed credentials per fixed window (tenants/throttle.py): past a limit, the username or address is
+# refused, the right password included, until its window ends.
+LOCI_AUTH_THROTTLE_WINDOW = env_int("LOCI_AUTH_THROTTLE_WINDOW", 900, minimum=1)
+LOCI_SIGNIN_FAILURES_PER_USER = env_int("LOCI_SIGNIN_FAILURES_PER_USER", 10, minimum=1)
+LOCI_SIGNIN_FAILURES_PER_IP = env_int("LOCI_SIGNIN_FAILURES_PER_IP", 50, minimum=1)
+LOCI_API_KEY_FAILURES_PER_IP = env_int("LOCI_API_KEY_FAILURES_PER_IP", 20, minimum=1)
+LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
+
+# The throttle's counters must be seen by every web process: files under var/ serve the processes of
+# one machine; several machines need a shared cache (LOCI_CACHE_URL=redis://host:6379/1).
+LOCI_CACHE_URL = env_str("LOCI_CACHE_URL")
+if not LOCI_CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 10000}}}
+elif LOCI_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LOCI_CACHE_URL}}
+elif LOCI_CACHE_URL == "locmem://":  # one process only: tests, or a single web process
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    raise ImproperlyConfigured(f"LOCI_CACHE_URL must be empty, redis://… or locmem://, got {LOCI_CACHE_URL!r}")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
