@@ -66,4 +66,5 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ParseError("JSON strings must not contain lone surrogates (an unpaired \\ud800-\\udfff escape).") from None
+        lone = "JSON strings must not contain lone surrogates (an unpaired \\ud800-\\udfff escape)."
+        raise ParseError(lone) from None

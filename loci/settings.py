@@ -135,7 +135,9 @@ _MAX_UPLOAD_MB = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1)
 LOCI_MAX_UPLOAD_BYTES = _MAX_UPLOAD_MB * 1024 * 1024
 # Any request body, refused while it streams (ingest/upload_limits.py): it bounds what one request
 # can put on the server's disk, since Django's ASGI handler stores a body before a view sees it.
-LOCI_MAX_UPLOAD_REQUEST_BYTES = env_int("LOCI_MAX_UPLOAD_REQUEST_MB", 2 * _MAX_UPLOAD_MB, minimum=_MAX_UPLOAD_MB) * 1024 * 1024
+LOCI_MAX_UPLOAD_REQUEST_BYTES = (
+    env_int("LOCI_MAX_UPLOAD_REQUEST_MB", 2 * _MAX_UPLOAD_MB, minimum=_MAX_UPLOAD_MB) * 1024 * 1024
+)
 FILE_UPLOAD_HANDLERS = [
     "ingest.upload_limits.UploadLimitHandler",  # first, so it sees every chunk before it is stored
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
