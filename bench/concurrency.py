@@ -90,8 +90,10 @@ def start_up(var: Path, port: int) -> subprocess.Popen:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/healthz", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
             return proc
+        except urllib.error.HTTPError:
+            return proc  # it answers (a 503 names an engine still starting)
         except (urllib.error.URLError, OSError):
             time.sleep(0.5)
     raise RuntimeError("manage.py up did not answer within 120 s")
