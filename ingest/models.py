@@ -101,12 +101,19 @@ class Document(models.Model):
     def mark_failed(self, reason: str) -> None:
         self.status, self.error, self.finished_at = self.Status.FAILED, reason[:2000], timezone.now()
         self.stage = "failed"
-        self.save(update_fields=["status", "error", "stage", "finished_at", "updated_at"])
+        self._save_if_present(["status", "error", "stage", "finished_at"])
 
     def mark_ready(self) -> None:
         self.status, self.progress, self.stage, self.error = self.Status.READY, 100, "ready", ""
         self.finished_at = timezone.now()
-        self.save(update_fields=["status", "progress", "stage", "error", "finished_at", "updated_at"])
+        self._save_if_present(["status", "progress", "stage", "error", "finished_at"])
+
+    def _save_if_present(self, fields: list[str]) -> None:
+        # A document deleted while a stage ran is simply gone: `save(update_fields=…)` would raise
+        # DatabaseError ("did not affect any rows") and crash the stage that should stop quietly.
+        self.updated_at = timezone.now()
+        Document.objects.filter(pk=self.pk).update(updated_at=self.updated_at,
+                                                   **{f: getattr(self, f) for f in fields})
 
 
 class Chunk(models.Model):

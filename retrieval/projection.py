@@ -7,6 +7,7 @@ and, while an online reindex runs, the one it is building, each embedded by its 
 import logging
 import time
 from dataclasses import replace
+from itertools import chain
 from typing import Callable, Iterable
 
 from django.conf import settings
@@ -70,30 +71,91 @@ def row_for_memory(memory: Memory) -> IndexRow:
     )
 
 
-def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None) -> int:
-    """Embed (batched, cached by content) and upsert rows into both indexes of every build that must have them."""
-    return _write(rows, builds.current().targets(), exclusive=exclusive, progress=progress)
+def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None,
+               check: "Callable[[list[IndexRow], bool], bool | None] | None" = None,
+               targets: list[Build] | None = None) -> int:
+    """Embed (batched, cached by content) and upsert rows into both indexes of every build that must have them.
 
-
-def _write(rows: list[IndexRow], targets: list[Build], *, exclusive: bool, progress=None) -> int:
+    `targets` None: the builds the state names at each batch (the live one, and the one a reindex is
+    building), read again per batch so a reindex that starts mid-write gets the rest of it.
+    `check(written, exclusive)` runs after every batch with every row written so far: it returns
+    where the next batch goes (the tenant's isolation may have changed), or None to stop.
+    """
+    written: list[IndexRow] = []
     for start in range(0, len(rows), EMBED_BATCH):
         batch = rows[start:start + EMBED_BATCH]
-        vectors: dict[str, list] = {}  # by embedder alias: two builds of one model embed once
-        for n, build in enumerate(targets):
-            if build.embedder not in vectors:
-                made = embedder(build.embedder).embed_documents([r.text for r in batch])
-                vectors[build.embedder] = [[float(x) for x in vector] for vector in made]
-            if n == 0:  # the caller's rows carry the first target's vectors, as they always have
-                for row, vector in zip(batch, vectors[build.embedder]):
-                    row.vector = vector
-                rows_here = batch
-            else:
-                rows_here = [replace(row, vector=vector) for row, vector in zip(batch, vectors[build.embedder])]
-            vector_index(build=build.number).upsert(rows_here, exclusive=exclusive)
-            keyword_index(build=build.number).upsert(rows_here, exclusive=exclusive)
+        _upsert(batch, exclusive, targets)
+        written += batch
+        if check is not None:
+            exclusive = check(written, exclusive)
+            if exclusive is None:
+                break
         if progress:
             progress((start + len(batch)) / len(rows))
-    return len(rows)
+    return len(written)
+
+
+def _upsert(rows: list[IndexRow], exclusive: bool, targets: list[Build] | None = None) -> None:
+    """Embed rows with each target build's embedder and upsert them into that build's indexes."""
+    vectors: dict[str, list] = {}  # by embedder alias: two builds of one model embed once
+    for n, build in enumerate(targets or builds.current().targets()):
+        if build.embedder not in vectors:
+            made = embedder(build.embedder).embed_documents([r.text for r in rows])
+            vectors[build.embedder] = [[float(x) for x in vector] for vector in made]
+        if n == 0:  # the caller's rows carry the first target's vectors, as they always have
+            for row, vector in zip(rows, vectors[build.embedder]):
+                row.vector = vector
+            rows_here = rows
+        else:
+            rows_here = [replace(row, vector=vector) for row, vector in zip(rows, vectors[build.embedder])]
+        vector_index(build=build.number).upsert(rows_here, exclusive=exclusive)
+        keyword_index(build=build.number).upsert(rows_here, exclusive=exclusive)
+
+
+def still_wanted(tenant_id: int, *, document_id: int | None = None):
+    """The `check` of `write_rows` for rows of one tenant (and one document): the database has the last word.
+
+    A delete removes index rows after its commit; a write that was under way then (an index stage,
+    the on-commit indexing of a conversation, a reindex) may land after that removal. So after each
+    batch the writer looks again: rows whose chunk or memory is gone (or no longer active) are taken
+    out again, a document found gone stops the write with its rows removed, a deleted tenant stops it,
+    and rows written in the old place of a tenant whose isolation was switched meanwhile are moved to
+    the new one. Either the delete's removal runs after a write, or the write's own check sees the
+    delete: whatever the interleaving, no row of a deleted source stays.
+    """
+
+    def check(written: list[IndexRow], exclusive: bool) -> bool | None:
+        if document_id is not None and not Document.objects.filter(pk=document_id).exists():
+            remove_document_rows(tenant_id, written[0].kb_id, document_id)
+            log.info("document %s was deleted while being indexed; its index rows are removed", document_id)
+            return None
+        isolation = Tenant.objects.filter(pk=tenant_id).values_list("isolation", flat=True).first()
+        if isolation is None:
+            _remove_ids(tenant_id, written)
+            return None
+        unwanted = _unwanted(written[-EMBED_BATCH:])
+        if unwanted:
+            _remove_ids(tenant_id, [r for r in written if r.id in unwanted])
+            written[:] = [r for r in written if r.id not in unwanted]
+        now = isolation == Tenant.Isolation.EXCLUSIVE
+        if now != exclusive and written:
+            # The switch re-projects from the database and clears the old place, maybe before our
+            # rows landed there: put what this write produced where the tenant now reads.
+            _upsert(written, now)
+            _delete_in(_rows_of(tenant_id, {r.kb_id for r in written}, ids=tuple(r.id for r in written)), exclusive)
+        return now
+
+    return check
+
+
+def _unwanted(rows: list[IndexRow]) -> set[str]:
+    """Ids of rows whose source the database no longer holds (or no longer indexes)."""
+    chunk_pks = {int(r.id.split(":", 1)[1]): r.id for r in rows if r.id.startswith("chunk:")}
+    memory_pks = {r.id.split(":", 1)[1]: r.id for r in rows if r.id.startswith("memory:")}
+    kept = {chunk_key(pk) for pk in Chunk.objects.filter(pk__in=chunk_pks).values_list("pk", flat=True)}
+    kept |= {memory_key(pk) for pk in Memory.objects.filter(pk__in=memory_pks, status=Memory.Status.ACTIVE)
+             .values_list("pk", flat=True)}
+    return (set(chunk_pks.values()) | set(memory_pks.values())) - kept
 
 
 def document_rows(document: Document) -> list[IndexRow]:
@@ -104,8 +166,11 @@ def document_rows(document: Document) -> list[IndexRow]:
 
 
 def index_document_rows(document: Document, progress=None) -> int:
-    remove_document_rows(document)  # rows of a previous run (e.g. fewer chunks now) must not linger
-    return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress)
+    """Write a document's rows; a document deleted meanwhile stops it quietly, its rows removed."""
+    tenant_id, kb_id = document.kb.tenant_id, document.kb_id
+    remove_document_rows(tenant_id, kb_id, document.pk)  # rows of a previous run (e.g. fewer chunks now) must not linger
+    return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress,
+                      check=still_wanted(tenant_id, document_id=document.pk))
 
 
 def index_memories(memories: Iterable[Memory]) -> int:
@@ -116,36 +181,67 @@ def index_memories(memories: Iterable[Memory]) -> int:
         by_tenant.setdefault(m.tenant_id, []).append(m)
     written = 0
     for tenant_id, group in by_tenant.items():
-        tenant = Tenant.objects.get(pk=tenant_id)
+        tenant = Tenant.objects.filter(pk=tenant_id).first()
         inactive = [m for m in group if m.status != Memory.Status.ACTIVE]
-        if inactive:
-            remove_memory_rows(inactive)
+        if inactive or tenant is None:
+            remove_memory_rows(tenant_id, {m.kb_id for m in group}, [m.pk for m in (group if tenant is None else inactive)])
+        if tenant is None:
+            continue
         active = [row_for_memory(m) for m in group if m.status == Memory.Status.ACTIVE]
-        written += write_rows(active, exclusive=_exclusive(tenant))
+        written += write_rows(active, exclusive=_exclusive(tenant), check=still_wanted(tenant_id))
     return written
 
 
-def remove_memory_rows(memories: Iterable[Memory]) -> None:
-    memories = list(memories)
-    if not memories:
-        return
-    _delete_everywhere(_rows_of(memories[0].tenant, {m.kb_id for m in memories},
-                                ids=tuple(memory_key(m.pk) for m in memories)))
+# --- Removal. Every removal clears both places, the shared set and the tenant's exclusive one: a
+# tenant's rows may sit in either (an isolation switch under way, or one that died half-way), and a
+# delete must not depend on which. Each takes ids, not model instances, so it can run after the
+# commit that deleted the rows it is named after, and running it again removes nothing more.
+
+REMOVE_BATCH = 500  # ids per delete call: a Milvus expression and an SQL IN list stay small
 
 
-def remove_document_rows(document: Document) -> None:
-    _delete_everywhere(_rows_of(document.kb.tenant, (document.kb_id,), document_ids=(document.pk,)))
+def remove_memory_rows(tenant_id: int, kb_ids, memory_pks) -> None:
+    for ids in _batches([memory_key(pk) for pk in memory_pks]):
+        _delete_everywhere(_rows_of(tenant_id, kb_ids, ids=ids))
 
 
-def remove_kb_rows(kb: KnowledgeBase) -> None:
-    _delete_everywhere(_rows_of(kb.tenant, (kb.pk,)))
+def remove_chunk_rows(tenant_id: int, kb_id: int, chunk_pks) -> None:
+    for ids in _batches([chunk_key(pk) for pk in chunk_pks]):
+        _delete_everywhere(_rows_of(tenant_id, (kb_id,), ids=ids))
 
 
-def remove_scope_rows(tenant: Tenant, kb_ids, *, user_id=None, session_id=None) -> None:
-    _delete_everywhere(_rows_of(tenant, kb_ids, user_id=user_id, session_id=session_id))
+def remove_document_rows(tenant_id: int, kb_id: int, document_id: int) -> None:
+    _delete_everywhere(_rows_of(tenant_id, (kb_id,), document_ids=(document_id,)))
+
+
+def remove_kb_rows(tenant_id: int, kb_ids) -> None:
+    """Every row of these knowledge bases (of a tenant that may itself be gone)."""
+    if kb_ids:
+        _delete_everywhere(_rows_of(tenant_id, kb_ids))
+
+
+def remove_scope_rows(tenant_id: int, kb_ids, *, user_id=None, session_id=None) -> None:
+    if kb_ids:
+        _delete_everywhere(_rows_of(tenant_id, kb_ids, user_id=user_id, session_id=session_id))
+
+
+def _remove_ids(tenant_id: int, rows: list[IndexRow]) -> None:
+    by_kb: dict[int, list[str]] = {}
+    for r in rows:
+        by_kb.setdefault(r.kb_id, []).append(r.id)
+    for kb_id, ids in by_kb.items():
+        for chunk in _batches(ids):
+            _delete_everywhere(_rows_of(tenant_id, (kb_id,), ids=chunk))
 
 
 def _delete_everywhere(flt: IndexFilter) -> None:
+    for exclusive in (False, True):
+        _delete_in(flt, exclusive)
+
+
+def _delete_in(flt: IndexFilter, exclusive: bool) -> None:
+    """Delete in one place (shared or exclusive) of every build that must have the delete."""
+    flt = replace(flt, exclusive=exclusive)
     for build in builds.current().targets():
         vector_index(build=build.number).delete(flt)
         keyword_index(build=build.number).delete(flt)
@@ -155,10 +251,9 @@ def _exclusive(tenant: Tenant) -> bool:
     return tenant.isolation == Tenant.Isolation.EXCLUSIVE
 
 
-def _rows_of(tenant: Tenant, kb_ids, **narrow) -> IndexFilter:
+def _rows_of(tenant_id: int, kb_ids, *, exclusive: bool = False, **narrow) -> IndexFilter:
     """The index rows of these KBs of a tenant, whatever their status, narrowed by `narrow`."""
-    return IndexFilter(tenant_id=tenant.pk, kb_ids=tuple(kb_ids), exclusive=_exclusive(tenant), statuses=ANY_STATUS,
-                       **narrow)
+    return IndexFilter(tenant_id=tenant_id, kb_ids=tuple(kb_ids), exclusive=exclusive, statuses=ANY_STATUS, **narrow)
 
 
 def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[IndexRow]:
@@ -193,18 +288,18 @@ def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, em
         kbs = [kb] if kb else list(one.knowledge_bases.all())
         if not kbs:
             continue
+        kb_ids = tuple(k.pk for k in kbs)
         written: set[str] = set()
-
-        def write(batch, one=one):
-            written.update(r.id for r in batch)
-            return write_rows(batch, exclusive=_exclusive(one))
-
-        total += _in_batches((r for k in kbs for r in expected_rows(one, k)), write, one, log_progress)
+        total += _project((r for k in kbs for r in expected_rows(one, k)), one, log_progress=log_progress,
+                          written=written)
         # Only now: a row is replaced in place above, so searches find it throughout.
-        scope = _rows_of(one, (k.pk for k in kbs))
+        one.refresh_from_db(fields=["isolation"])
+        scope = _rows_of(one.pk, kb_ids, exclusive=_exclusive(one))
         stale = (set(vector_index().ids(scope)) | set(keyword_index().ids(scope))) - written
-        if stale:
-            _delete_everywhere(replace(scope, ids=tuple(sorted(stale))))
+        for ids in _batches(sorted(stale)):
+            _delete_everywhere(replace(scope, ids=ids))
+        # Copies in the place the tenant's isolation does not use (a switch that died half-way).
+        _delete_in(_rows_of(one.pk, kb_ids), not _exclusive(one))
     return {"tenants": len(tenants), "rows": total}
 
 
@@ -212,9 +307,10 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
     """Write every row into a new build while searches read the live one, then switch and drop the old.
 
     While it runs, every other write and delete goes to both builds (write_rows reads the state on
-    each call, after its transaction committed), so nothing committed meanwhile is missing from the
-    new build; a reconcile of the new build just before the switch removes rows whose deletion
-    raced with the scan.
+    each batch, removals on each call, after their transaction committed), so nothing committed
+    meanwhile is missing from the new build; the scan's own writes re-check the database after each
+    batch (`still_wanted`), and a reconcile of the new build just before the switch removes rows
+    whose deletion raced with the scan, and rows of deleted knowledge bases.
     """
     with builds.reindex_lock():
         state = builds.current()
@@ -231,12 +327,10 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
         total = 0
         try:
             for one in tenants:
-                kbs = list(one.knowledge_bases.all())
-                rows = (r for k in kbs for r in expected_rows(one, k))
-                total += _in_batches(rows, lambda batch, one=one: _write(batch, [new], exclusive=_exclusive(one)),
-                                     one, log_progress)
+                total += _project(_rows_to_project(one), one, targets=[new], log_progress=log_progress)
             for one in tenants:
                 reconcile(one, repair=True, build=new)
+            reconcile_removed(repair=True, build=new)
         except BaseException:
             builds.write(BuildState(live=state.live))  # serve and write the old build alone again
             _drop_build(new.number)
@@ -254,6 +348,27 @@ def _drop_build(number: int) -> None:
     keyword_index(build=number).drop_all()
 
 
+def _rows_to_project(tenant: Tenant) -> Iterable[IndexRow]:
+    """A tenant's expected rows and those of its documents still being indexed: their index stage,
+    which sees a change of place (an isolation switch, a new build) only at its next batch, may
+    already be past its last one."""
+    indexing = Document.objects.filter(kb__tenant=tenant, status=Document.Status.INDEXING)
+    return chain(expected_rows(tenant), (row for d in indexing.select_related("kb") for row in document_rows(d)))
+
+
+def _project(rows: Iterable[IndexRow], tenant: Tenant, *, targets: list[Build] | None = None, log_progress=None,
+             written: set[str] | None = None) -> int:
+    """Write a tenant's rows in batches, each write re-checked against the database (`still_wanted`)."""
+
+    def write(batch: list[IndexRow]) -> int:
+        n = write_rows(batch, exclusive=_exclusive(tenant), check=still_wanted(tenant.pk), targets=targets)
+        if written is not None:
+            written.update(r.id for r in batch)
+        return n
+
+    return _in_batches(rows, write, tenant, log_progress)
+
+
 def _in_batches(rows: Iterable[IndexRow], write: Callable[[list[IndexRow]], int], tenant: Tenant, log_progress) -> int:
     batch: list[IndexRow] = []
     total = 0
@@ -269,36 +384,105 @@ def _in_batches(rows: Iterable[IndexRow], write: Callable[[list[IndexRow]], int]
     return total
 
 
+def move_tenant_rows(tenant_id: int) -> dict:
+    """After an isolation switch: write the tenant's rows where its isolation now puts them, then clear the old place.
+
+    The rows are projected again from the database (the embedding cache hands back the vectors the
+    first indexing computed), into every build that must have them (during an online reindex, the
+    one being built too). Documents still being indexed are written too: their index stage, which
+    sees the switch after its next batch, may already be past its last one. Idempotent: run again
+    after a crash it finishes the move.
+    """
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return {"tenant": None, "rows": 0}
+    kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
+    if not kb_ids:
+        return {"tenant": tenant.slug, "rows": 0}
+    written = _project(_rows_to_project(tenant), tenant)
+    # Read again: a second switch meanwhile makes the other place the current one, and its own move follows.
+    tenant.refresh_from_db(fields=["isolation"])
+    _delete_in(_rows_of(tenant.pk, kb_ids), not _exclusive(tenant))
+    return {"tenant": tenant.slug, "rows": written}
+
+
 def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = None) -> dict:
     """Compare the database with both indexes (of the live build, or of `build`); with repair, write
-    what is missing and drop what is stale."""
+    what is missing and drop what is stale.
+
+    Stale rows are rows of the tenant's knowledge bases the database does not hold, rows in the place
+    its isolation does not use (left by an isolation switch), and rows of its deleted knowledge bases.
+    For a build being written (a reindex's last pass) the rows of documents still being indexed are
+    expected too: their index stage writes the rest of them to both builds, and must find the start.
+    """
+    from retrieval.models import RemovedKnowledgeBase
+
     kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
+    removed = tuple(RemovedKnowledgeBase.objects.filter(tenant_id=tenant.pk).values_list("kb_id", flat=True))
     report = {"tenant": tenant.slug, "expected": 0}
-    if not kb_ids:
-        return {**report, "vector": {"missing": 0, "stale": 0}, "keyword": {"missing": 0, "stale": 0}}
-    expected = {row.id: row for row in expected_rows(tenant)}
+    rows = expected_rows(tenant) if build is None else _rows_to_project(tenant)
+    expected = {row.id: row for row in rows} if kb_ids else {}
     report["expected"] = len(expected)
-    flt = _rows_of(tenant, kb_ids)
+    here = _exclusive(tenant)
+    leftovers = _leftover_filters(tenant.pk, kb_ids, removed, here)
     number = None if build is None else build.number
     missing: dict[str, set[str]] = {}
     for name, index in (("vector", vector_index(build=number)), ("keyword", keyword_index(build=number))):
-        present = set(index.ids(flt))
+        present = set(index.ids(_rows_of(tenant.pk, kb_ids, exclusive=here))) if kb_ids else set()
         missing[name], stale = expected.keys() - present, present - expected.keys()
-        report[name] = {"missing": len(missing[name]), "stale": len(stale),
-                        "sample_missing": sorted(missing[name])[:5], "sample_stale": sorted(stale)[:5]}
+        elsewhere = sorted(i for flt in leftovers for i in index.ids(flt))
+        report[name] = {"missing": len(missing[name]), "stale": len(stale) + len(elsewhere),
+                        "sample_missing": sorted(missing[name])[:5], "sample_stale": sorted(stale | set(elsewhere))[:5]}
         if repair and stale:
-            index.delete(_rows_of(tenant, kb_ids, ids=tuple(stale)))
+            for chunk in _batches(sorted(stale)):
+                index.delete(_rows_of(tenant.pk, kb_ids, exclusive=here, ids=chunk))
+        if repair and elsewhere:
+            for flt in leftovers:
+                index.delete(flt)
     if repair and missing["vector"]:
-        rows = [expected[i] for i in sorted(missing["vector"])]
-        if build is None:
-            write_rows(rows, exclusive=_exclusive(tenant))
-        else:
-            _write(rows, [build], exclusive=_exclusive(tenant))
+        write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=here, check=still_wanted(tenant.pk),
+                   targets=None if build is None else [build])
     if repair:  # rows only the keyword index lacks need no embedding
         _write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant, number)
     fixed = missing["vector"] | missing["keyword"]
     report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))))
     return report
+
+
+def reconcile_removed(*, repair: bool = False, build: Build | None = None) -> dict:
+    """Rows left in either index (of the live build, or of `build`) of knowledge bases deleted from
+    the database (their tenants included)."""
+    from retrieval.models import RemovedKnowledgeBase
+
+    by_tenant: dict[int, list[int]] = {}
+    for tenant_id, kb_id in RemovedKnowledgeBase.objects.values_list("tenant_id", "kb_id"):
+        by_tenant.setdefault(tenant_id, []).append(kb_id)
+    report = {"removed_knowledge_bases": sum(map(len, by_tenant.values()))}
+    number = None if build is None else build.number
+    for name, index in (("vector", vector_index(build=number)), ("keyword", keyword_index(build=number))):
+        stale = []
+        for tenant_id, kb_ids in by_tenant.items():
+            for flt in _leftover_filters(tenant_id, (), kb_ids, False):
+                found = list(index.ids(flt))
+                stale += found
+                if repair and found:
+                    index.delete(flt)
+        report[name] = {"missing": 0, "stale": len(stale), "sample_stale": sorted(stale)[:5]}
+    report["repaired"] = bool(repair and (report["vector"]["stale"] or report["keyword"]["stale"]))
+    return report
+
+
+def _leftover_filters(tenant_id: int, kb_ids, removed_kb_ids, here: bool) -> list[IndexFilter]:
+    """Where no row of the tenant should be: the other place for live KBs, both places for removed ones."""
+    flts = [_rows_of(tenant_id, kb_ids, exclusive=not here)] if kb_ids else []
+    if removed_kb_ids:
+        flts += [_rows_of(tenant_id, removed_kb_ids, exclusive=e) for e in (False, True)]
+    return flts
+
+
+def _batches(ids: list[str]) -> Iterable[tuple[str, ...]]:
+    for start in range(0, len(ids), REMOVE_BATCH):
+        yield tuple(ids[start:start + REMOVE_BATCH])
 
 
 def refill_empty_keyword_index() -> int:
@@ -311,7 +495,7 @@ def refill_empty_keyword_index() -> int:
     written = 0
     for tenant in Tenant.objects.all():
         kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
-        if kb_ids and not keyword_index().count(_rows_of(tenant, kb_ids)):
+        if kb_ids and not keyword_index().count(_rows_of(tenant.pk, kb_ids, exclusive=_exclusive(tenant))):
             written += _write_keyword_rows(expected_rows(tenant), tenant)
     return written
 

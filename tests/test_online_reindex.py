@@ -141,3 +141,58 @@ def test_a_reindex_of_one_tenant_rewrites_in_place(world, memories):
     assert reindex(tenant=world.acme)["rows"] == 599
     assert rows_of(world, 0) == (599, 599) and builds.current() == builds.BuildState()
 
+
+
+def test_deletes_and_an_isolation_switch_made_during_a_reindex_hold_in_the_new_build(
+        world, memories, django_capture_on_commit_callbacks):
+    """Each delete path removes from both builds, and an isolation switch moves the rows of both."""
+    from ingest.actions import delete_knowledge_base
+    from ingest.memory_actions import delete_memories
+    from retrieval.projection import reconcile_removed
+    from tenants.actions import set_isolation
+
+    note = Memory.objects.create(tenant=world.acme, kb=world.notes, kind=Memory.Kind.EPISODE,
+                                 text="The boiler is serviced every May", content_hash="note")
+    index_memories([note])
+    scope = permitted_scope(world.alice, write=True)
+
+    def meanwhile(texts):
+        if meanwhile.done:
+            return
+        meanwhile.done = True
+        with django_capture_on_commit_callbacks(execute=True):  # as each request's commit would
+            delete_memories([memories[0]], actor="test")  # an episode, and its fact with it
+        with django_capture_on_commit_callbacks(execute=True):
+            delete_knowledge_base(scope, world.notes)
+        with django_capture_on_commit_callbacks(execute=True):
+            set_isolation(world.acme, "exclusive", actor="test")
+
+    meanwhile.done = False
+    HashEmbedder.during_embed = meanwhile
+    assert reindex(embedder_alias="next")["build"] == 1
+    world.acme.refresh_from_db()
+    assert world.acme.isolation == "exclusive"
+    gone = {f"memory:{memories[0].pk}", f"memory:{memories[1].pk}", f"memory:{note.pk}"}
+    for exclusive, rows in ((True, 598), (False, 0)):  # all where the tenant now reads, none left behind
+        flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk, world.notes.pk), statuses=(),
+                          exclusive=exclusive)
+        for index in (vector_index(), keyword_index()):
+            ids = set(index.ids(flt))
+            assert len(ids) == rows and not ids & gone, (exclusive, index)
+    for method in ("vector", "keyword"):  # searches read the exclusive place of the new build
+        assert found(world, "quarterly budget Thursday", method)[0] == FACTS[2]
+    report = reconcile(world.acme)
+    assert [report[k][n] for k in ("vector", "keyword") for n in ("missing", "stale")] == [0, 0, 0, 0], report
+    assert reconcile_removed()["vector"]["stale"] == reconcile_removed()["keyword"]["stale"] == 0
+
+
+def test_a_search_under_way_at_the_switch_keeps_to_the_build_it_started_on(world, memories):
+    """Its query embedding and its index calls come from one build, whichever the state names later."""
+    from retrieval.search.engines import Engines
+
+    engines = Engines("grey cat Pepper")  # a search starts on build 0 ...
+    builds.write(builds.BuildState(live=builds.Build(1, "next")))  # ... a reindex switches (build 0 drains)
+    flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    dense, sparse = engines.both(flt, 5)
+    assert dense and sparse and len(engines.qvec()) == 32
+    assert Engines("grey cat Pepper").build == builds.Build(1, "next")  # the next search starts on the new one
