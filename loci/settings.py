@@ -255,6 +255,8 @@ EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
 EMBEDDING_CACHE = env_bool("EMBEDDING_CACHE", True)
+# One file for every process of an installation (web, workers, commands), so it belongs with the var dir.
+EMBEDDING_CACHE_PATH = Path(env_str("EMBEDDING_CACHE_PATH", str(VAR_DIR / "embedding-cache.sqlite3"))).resolve()
 RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")

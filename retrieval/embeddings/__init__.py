@@ -69,7 +69,7 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
             return provider
         from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
 
-        return CachedEmbedder(provider, EmbeddingCache(settings.VAR_DIR / "embedding-cache.sqlite3"))
+        return CachedEmbedder(provider, EmbeddingCache(settings.EMBEDDING_CACHE_PATH))
 
     # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
     built = wrap(build_provider(primary, max_retries=0 if fallback else 1))
@@ -84,7 +84,7 @@ def _settings_key() -> tuple:
     names = (
         "LOCI_EMBEDDER", "LOCI_EMBEDDER_FALLBACK", "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_MODEL",
         "EMBEDDING_DIM", "EMBEDDING_TIMEOUT", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX",
-        "EMBEDDING_THREADS", "EMBEDDING_CACHE", "VAR_DIR",
+        "EMBEDDING_THREADS", "EMBEDDING_CACHE", "EMBEDDING_CACHE_PATH",
     )
     return tuple(str(getattr(settings, name, None)) for name in names)
 
