@@ -272,6 +272,8 @@ EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
 EMBEDDING_CACHE = env_bool("EMBEDDING_CACHE", True)
+# One file for every process of an installation (web, workers, commands), so it belongs with the var dir.
+EMBEDDING_CACHE_PATH = Path(env_str("EMBEDDING_CACHE_PATH", str(VAR_DIR / "embedding-cache.sqlite3"))).resolve()
 RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")
@@ -291,7 +293,8 @@ MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
 MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
-MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)  # EverOS: 3; 6 measured better
+# EverOS uses 3; see bench/RESULTS.md, "Design notes moved from code comments", MRAG_FACTS_COMPETING.
+MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
 MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
 MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
 MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})

@@ -77,7 +77,7 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
             return provider
         from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
 
-        return CachedEmbedder(provider, EmbeddingCache(settings.VAR_DIR / "embedding-cache.sqlite3"))
+        return CachedEmbedder(provider, EmbeddingCache(settings.EMBEDDING_CACHE_PATH))
 
     # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
     built = wrap(build_provider(primary, max_retries=0 if fallback else 1, options=options))
