@@ -1,7 +1,8 @@
 """The database → index projection: build rows from chunks and memories, write, delete, rebuild, reconcile."""
 
 import logging
-from typing import Callable, Iterable
+from contextlib import nullcontext
+from typing import Callable, ContextManager, Iterable
 
 from ingest.models import Chunk, Document, Memory
 from retrieval.backends import keyword_index, vector_index
@@ -58,16 +59,22 @@ def row_for_memory(memory: Memory) -> IndexRow:
     )
 
 
-def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None) -> int:
-    """Embed (batched, cached by content) and upsert rows into both indexes."""
+def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None,
+               guard: Callable[[], ContextManager] = nullcontext) -> int:
+    """Embed (batched, cached by content) and upsert rows into both indexes.
+
+    Each batch is written inside `guard()`: the index stage passes its claim, so a stage that lost
+    its claim writes no further batch (it raises ClaimLost), and no take-over starts mid-batch.
+    """
     model = embedder()
     for start in range(0, len(rows), EMBED_BATCH):
         batch = rows[start:start + EMBED_BATCH]
-        vectors = model.embed_documents([r.text for r in batch])
+        vectors = model.embed_documents([r.text for r in batch])  # slow: outside the guard
         for row, vector in zip(batch, vectors):
             row.vector = [float(x) for x in vector]
-        vector_index().upsert(batch, exclusive=exclusive)
-        keyword_index().upsert(batch, exclusive=exclusive)
+        with guard():
+            vector_index().upsert(batch, exclusive=exclusive)
+            keyword_index().upsert(batch, exclusive=exclusive)
         if progress:
             progress((start + len(batch)) / len(rows))
     return len(rows)
@@ -80,9 +87,11 @@ def document_rows(document: Document) -> list[IndexRow]:
     return rows
 
 
-def index_document_rows(document: Document, progress=None) -> int:
-    remove_document_rows(document)  # rows of a previous run (e.g. fewer chunks now) must not linger
-    return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress)
+def index_document_rows(document: Document, progress=None, guard: Callable[[], ContextManager] = nullcontext) -> int:
+    with guard():
+        remove_document_rows(document)  # rows of a previous run (e.g. fewer chunks now) must not linger
+    return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress,
+                      guard=guard)
 
 
 def index_memories(memories: Iterable[Memory]) -> int:
