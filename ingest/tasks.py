@@ -58,7 +58,8 @@ def run_stage(document_id: int, stage_name: str) -> str:
     try:
         with Heartbeat(document, heartbeat_interval(lease)):
             pipeline.touch_started(document)
-            _run_step(document, stage_name, stage)
+            if not _run_step(document, stage_name, stage):
+                return STOPPED  # failed, with its reason
             if stage.next is None:
                 document.mark_ready()
             else:
@@ -68,11 +69,11 @@ def run_stage(document_id: int, stage_name: str) -> str:
         return STOPPED
     except Document.DoesNotExist:
         return STOPPED
-    return FINISHED if document.status != Status.FAILED else STOPPED
+    return FINISHED
 
 
-def _run_step(document: Document, stage_name: str, stage: Stage) -> None:
-    """The stage's step, retried with backoff while an engine is briefly unreachable.
+def _run_step(document: Document, stage_name: str, stage: Stage) -> bool:
+    """The stage's step, retried with backoff while an engine is briefly unreachable; False if it failed.
 
     Retried here, in the worker that holds the claim, rather than by a Celery retry: on the
     filesystem broker a message waiting for its countdown lives only in the worker's memory.
@@ -82,40 +83,40 @@ def _run_step(document: Document, stage_name: str, stage: Stage) -> None:
     while True:
         try:
             stage.step(document)
-            return
+            return True
         except ClaimLost:
             raise
         except ParseError as exc:  # the file itself (encrypted, corrupt, empty): the same every time
             document.mark_failed(str(exc), retryable=False)
-            return
+            return False
         except ExtractionError as exc:
             document.mark_failed(str(exc))
-            return
+            return False
         except SoftTimeLimitExceeded:
             document.mark_failed(f"Processing took too long at the {stage_name} stage and was stopped.")
-            return
+            return False
         except Exception as exc:
             outage = outage_of(exc)
             if outage is None:  # a bug or an unreadable file: fail this document, keep the worker
                 log.exception("document %s failed at %s", document.pk, stage_name)
                 document.mark_failed(f"Unexpected error while {stage.doing} the file: {type(exc).__name__}: {exc}")
-                return
+                return False
             waited = time.monotonic() - started
             if waited + delay > give_up_after:
                 document.mark_failed(outage.reason(waited))
-                return
+                return False
             log.warning("document %s: %s did not answer at the %s stage (%s); retrying in %.0fs",
                         document.pk, outage.engine, stage_name, exc, delay)
         try:
             _wait(document, delay)
         except SoftTimeLimitExceeded:
             document.mark_failed(f"Processing took too long at the {stage_name} stage and was stopped.")
-            return
+            return False
         delay = min(MAX_BACKOFF_SECONDS, delay * 2)
 
 
 def _wait(document: Document, seconds: float) -> None:
-    """Sleep, but stop at once (ClaimLost) if the claim is taken over meanwhile."""
+    """Sleep (the heartbeat keeps the lease meanwhile), then make sure the claim is still ours."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(min(1.0, deadline - time.monotonic()))
