@@ -57,13 +57,23 @@ def database_url():
         yield url
 
 
-def scenario(tmp_path, database_url, *kbs, **env):
-    var = tmp_path / "var"
-    env = app_env(var, DATABASE_URL=database_url, **TIMINGS, **env)
-    manage(env, "migrate", "--no-input", "-v", "0")
-    for kb in kbs:
-        manage(env, "bootstrap", "--tenant", "acme", "--kb", kb)
-    return var, env
+@pytest.fixture
+def scenario(tmp_path, database_url):
+    """make(*kb_slugs, **env) -> (var dir, env) of a migrated installation; its Milvus Lite stopped at the end."""
+    made = []
+
+    def make(*kbs, **overrides):
+        var = tmp_path / "var"
+        env = app_env(var, DATABASE_URL=database_url, **TIMINGS, **overrides)
+        made.append(var)
+        manage(env, "migrate", "--no-input", "-v", "0")
+        for kb in kbs:
+            manage(env, "bootstrap", "--tenant", "acme", "--kb", kb)
+        return var, env
+
+    yield make
+    for var in made:  # after the test's workers stopped (their `with workers()` has exited)
+        stop_milvus_lite(var)
 
 
 def scanned_pdf(path: Path, pages: int) -> Path:
@@ -125,12 +135,12 @@ def lose_waiting_messages(broker: str, var: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("broker", ["filesystem", "redis"])
-def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tmp_path, database_url, broker):
+def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tmp_path, scenario, database_url, broker):
     if broker == "redis" and not reachable(REDIS_HOST, REDIS_PORT):
         pytest.skip("Redis is not reachable")
     with (redis_database() if broker == "redis" else _nothing()) as redis_url, workers() as started:
         broker_env = {"CELERY_BROKER_URL": redis_url} if redis_url else {}  # default: filesystem://
-        var, env = scenario(tmp_path, database_url, "killed", "lost", "clean", "clean-lost", **broker_env)
+        var, env = scenario("killed", "lost", "clean", "clean-lost", **broker_env)
         first = Worker(env, tmp_path / "worker1.log", name="first")
         started.append(first.start())
         first.wait_ready()
@@ -162,12 +172,11 @@ def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tm
               f"worker; lost message sent again; reconcile: {report['expected']} rows, none missing or stale")
         for worker in started:
             worker.stop(timeout=15)
-        stop_milvus_lite(var)
 
 
 @pytest.mark.slow
-def test_a_parse_redelivered_while_the_first_copy_runs_does_not_run_beside_it(tmp_path, database_url):
-    var, env = scenario(tmp_path, database_url, "scans")
+def test_a_parse_redelivered_while_the_first_copy_runs_does_not_run_beside_it(tmp_path, scenario, database_url):
+    var, env = scenario("scans")
     scan = scanned_pdf(tmp_path / "inventory.pdf", pages=10)
     with workers() as started:
         worker = Worker(env, tmp_path / "worker.log", name="pair", concurrency=2)
@@ -196,12 +205,11 @@ def test_a_parse_redelivered_while_the_first_copy_runs_does_not_run_beside_it(tm
         print(f"\nparse re-delivered {LEASE_SECONDS + 1}s into its run, with a {LEASE_SECONDS}s lease: refused; "
               f"{len(ready_chunks)} chunks untouched")
         worker.stop(timeout=15)
-    stop_milvus_lite(var)
 
 
 @pytest.mark.slow
-def test_a_frozen_worker_that_lost_its_claim_writes_nothing_when_it_wakes(tmp_path, database_url):
-    var, env = scenario(tmp_path, database_url, "scans", "clean")
+def test_a_frozen_worker_that_lost_its_claim_writes_nothing_when_it_wakes(tmp_path, scenario, database_url):
+    var, env = scenario("scans", "clean")
     scan = scanned_pdf(tmp_path / "inventory.pdf", pages=4)
     with workers() as started:
         first = Worker(env, tmp_path / "worker1.log", name="first")
@@ -231,14 +239,13 @@ def test_a_frozen_worker_that_lost_its_claim_writes_nothing_when_it_wakes(tmp_pa
         assert_indexes_match_database(env)
         for worker in started:
             worker.stop(timeout=15)
-    stop_milvus_lite(var)
 
 
 @pytest.mark.slow
-def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready(tmp_path, database_url):
+def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready(tmp_path, scenario, database_url):
     from retrieval.milvus_lite import ensure_server, stop_server
 
-    var, env = scenario(tmp_path, database_url, "outage", "clean")
+    var, env = scenario("outage", "clean")
     with workers() as started:
         worker = Worker(env, tmp_path / "worker.log", name="w")
         started.append(worker.start())
@@ -257,7 +264,6 @@ def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready
         assert_same_as_clean_run(env, database_url, done, "clean", DOCUMENT)
         assert_indexes_match_database(env)
         worker.stop(timeout=15)
-    stop_milvus_lite(var)
 
 
 class _nothing:
