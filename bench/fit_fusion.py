@@ -39,7 +39,8 @@ def candidates(passages) -> list[dict]:
     from ingest.models import Document, Memory
     from retrieval.backends.base import IndexFilter
     from retrieval.request import parse_search_request
-    from retrieval.search import ALL_ABOVE_FLOOR, Run
+    from retrieval.search.engines import Engines
+    from retrieval.search.hybrid import ALL_ABOVE_FLOOR, episodes_of_facts, fuse
 
     scope, kb = make_scope("cmrc", "cmrc")
     by_name = {d.filename: d.pk for d in Document.objects.filter(kb=kb, status="ready")}
@@ -51,13 +52,13 @@ def candidates(passages) -> list[dict]:
     out = []
     for p in passages:
         for qa in (qa for qa in p["qas"] if qa["question"].strip() and p["id"] in doc_of):
-            run = Run(scope, parse_search_request({"query": qa["question"], "top_k": 10}), base)
-            episodes = run.fused(replace(base, kinds=("episode",)), 20)
-            episodes += run.episodes_of_facts(episodes, *run.both(replace(base, kinds=("atomic_fact",)), 20))
+            engines = Engines(parse_search_request({"query": qa["question"], "top_k": 10}).query)
+            episodes = fuse(engines, replace(base, kinds=("episode",)), 20)
+            episodes += episodes_of_facts(engines, base, episodes, *engines.both(replace(base, kinds=("atomic_fact",)), 20))
             flt = replace(base, kinds=("atomic_fact",), parent_ids=tuple(e.id for e in episodes))
-            bm25 = {h.id: h.score for h in run.bm25(flt, ALL_ABOVE_FLOOR)}
+            bm25 = {h.id: h.score for h in engines.bm25(flt, ALL_ABOVE_FLOOR)}
             facts = [(h.id, h.extra.get("parent_id"), h.score, bm25.get(h.id, 0.0))
-                     for h in run.dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)]
+                     for h in engines.dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)]
             answers = [a["text"] for a in qa["answers"] if a["text"]]
             gold = doc_of[p["id"]]
             out.append({

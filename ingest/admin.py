@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 from django.db import transaction
 
-from ingest.memory_actions import set_memory_status, update_memory_text
+from ingest.memory_actions import delete_memories, set_memory_status, update_memory_text
 from ingest.models import Chunk, Document, Memory, MemoryHistory, Message
 
 
@@ -26,6 +26,18 @@ class DocumentAdmin(admin.ModelAdmin):
                        "created_at", "updated_at", "started_at", "finished_at")
     actions = ["rerun_selected"]
 
+    # Deletes (one, or "delete selected") go through the domain action, so the index rows follow.
+    def delete_model(self, request, obj):
+        from ingest.actions import delete_document
+        from tenants.access import Scope
+
+        scope = Scope(obj.kb.tenant, frozenset([obj.kb_id]), True, True, f"admin:{request.user.username}")
+        delete_document(scope, obj)
+
+    def delete_queryset(self, request, queryset):
+        for doc in queryset.select_related("kb__tenant"):
+            self.delete_model(request, doc)
+
     @admin.action(description="Re-run selected failed or finished documents")
     def rerun_selected(self, request, queryset):
         from ingest.actions import rerun_document
@@ -46,6 +58,17 @@ class ChunkAdmin(admin.ModelAdmin):
     list_filter = ("level", "document__kb")
     search_fields = ("text",)
     raw_id_fields = ("document", "parent")
+
+    # Deleting a document lists its chunks for deletion too; either way their index rows follow.
+    def delete_model(self, request, obj):
+        from ingest.actions import delete_chunks
+
+        delete_chunks([obj])
+
+    def delete_queryset(self, request, queryset):
+        from ingest.actions import delete_chunks
+
+        delete_chunks(queryset)
 
 
 @admin.register(Memory)
@@ -74,6 +97,12 @@ class MemoryAdmin(admin.ModelAdmin):
             Memory.objects.filter(pk=obj.pk).update(topic=obj.topic, metadata=obj.metadata)
         else:
             super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj):
+        delete_memories([obj], actor=f"admin:{request.user.username}", reason="deleted in the admin")
+
+    def delete_queryset(self, request, queryset):
+        delete_memories(queryset, actor=f"admin:{request.user.username}", reason="deleted in the admin")
 
     @admin.action(description="Disable selected memories (removed from search)")
     def disable_selected(self, request, queryset):

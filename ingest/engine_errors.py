@@ -80,18 +80,25 @@ def _milvus_transient(exc: BaseException) -> bool:
 
 
 def vector_engine() -> str:
-    options = settings.LOCI_VECTOR_INDEX.get("OPTIONS", {})
-    backend = settings.LOCI_VECTOR_INDEX["BACKEND"]
+    # Through the backend handler, as the index itself is built: a settings module may name aliases.
+    from loci.backends import DEFAULT_ALIAS, vector_indexes
+
+    backend = vector_indexes.settings[DEFAULT_ALIAS]["BACKEND"]
+    options = vector_indexes.options(DEFAULT_ALIAS)
     if "milvus" not in backend.lower():
         return f"The vector index ({backend.rsplit('.', 1)[-1]})"
     if options.get("uri"):
         return f"The vector index (Milvus at {options['uri']})"
-    return f"The vector index (Milvus Lite at 127.0.0.1:{options.get('lite_port')})"
+    if options.get("lite_port"):
+        return f"The vector index (Milvus Lite at 127.0.0.1:{options['lite_port']})"
+    return f"The vector index (Milvus Lite over {options.get('lite_path')})"  # its port is picked at start
 
 
 def keyword_engine() -> str:
-    options = settings.LOCI_KEYWORD_INDEX.get("OPTIONS", {})
-    backend = settings.LOCI_KEYWORD_INDEX["BACKEND"]
+    from loci.backends import DEFAULT_ALIAS, keyword_indexes
+
+    backend = keyword_indexes.settings[DEFAULT_ALIAS]["BACKEND"]
+    options = keyword_indexes.options(DEFAULT_ALIAS)
     if "opensearch" in backend.lower():
         return f"The keyword index (OpenSearch at {options.get('url')})"
     return f"The keyword index ({backend.rsplit('.', 1)[-1]})"

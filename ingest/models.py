@@ -118,56 +118,82 @@ class Document(models.Model):
         """The row while this object's claim is still the document's, for a conditional UPDATE."""
         return Document.objects.filter(pk=self.pk, claim_token=self.claim_token)
 
+    def lost_claim(self) -> "ClaimLost":
+        """Why a write under this object's claim found no row: the document was deleted
+        (DocumentGone), or another claim replaced this one after its lease ran out (ClaimLost)."""
+        if not Document.objects.filter(pk=self.pk).exists():
+            return DocumentGone(f"document {self.pk} was deleted while its {self.stage} stage ran")
+        return ClaimLost(f"document {self.pk}: the {self.stage} stage lost its claim")
+
     def renew_lease(self) -> bool:
-        """Refresh the lease of the claim this object holds; False once another claim replaced it."""
+        """Refresh the lease of the claim this object holds; False once another claim replaced it (or it is gone)."""
         return bool(self._held().update(updated_at=timezone.now()))
 
     @contextmanager
     def holding_claim(self):
-        """A transaction in which this object's claim is still the document's, or ClaimLost.
+        """A transaction in which this object's claim is still the document's, or ClaimLost (DocumentGone).
 
         The conditional UPDATE comes first: it locks the row (PostgreSQL) or the database (SQLite)
-        until commit, so a take-over cannot slip in between the check and the writes that follow.
+        until commit, so neither a take-over nor a delete can slip in between the check and the
+        writes that follow: a delete waits for the commit, and its index removal runs after it.
         """
         with transaction.atomic():
             if not self.renew_lease():
-                raise ClaimLost(f"document {self.pk}: the {self.stage} stage lost its claim")
+                raise self.lost_claim()
             yield
 
     def release_claim(self) -> None:
         """End this stage: the next one may claim the document. ClaimLost if another holder took it."""
         if not self._held().update(claim_token=None, updated_at=timezone.now()):
-            raise ClaimLost(f"document {self.pk}: the {self.stage} stage lost its claim")
+            raise self.lost_claim()
         self.claim_token = None
 
     def set_progress(self, progress: int, stage: str) -> None:
         self.progress, self.stage = max(0, min(100, progress)), stage[:200]
         rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
         if not rows.update(progress=self.progress, stage=self.stage, updated_at=timezone.now()) and self.claim_token:
-            raise ClaimLost(f"document {self.pk}: the {stage} stage lost its claim")
+            raise self.lost_claim()
 
-    def mark_failed(self, reason: str, *, retryable: bool = True) -> None:
-        """Fail the document with a reason; `retryable` False when running it again cannot help."""
+    def mark_failed(self, reason: str, *, retryable: bool = True) -> bool:
+        """Fail the document with a reason; `retryable` False when running it again cannot help.
+
+        False when the document was deleted meanwhile; ClaimLost when another claim holds it.
+        """
         self.status, self.error, self.finished_at = self.Status.FAILED, reason[:2000], timezone.now()
         self.stage, self.retryable = "failed", retryable
-        self._finish(status=self.status, error=self.error, stage=self.stage, finished_at=self.finished_at,
-                     retryable=retryable)
+        return self._finish(status=self.status, error=self.error, stage=self.stage, finished_at=self.finished_at,
+                            retryable=retryable)
 
-    def mark_ready(self) -> None:
+    def mark_ready(self) -> bool:
+        """The last stage is done. False when the document was deleted meanwhile; ClaimLost when
+        another claim holds it."""
         self.status, self.progress, self.stage, self.error = self.Status.READY, 100, "ready", ""
         self.finished_at, self.retryable = timezone.now(), True
-        self._finish(status=self.status, progress=100, stage="ready", error="", finished_at=self.finished_at,
-                     retryable=True)
+        return self._finish(status=self.status, progress=100, stage="ready", error="", finished_at=self.finished_at,
+                            retryable=True)
 
-    def _finish(self, **fields) -> None:
+    def _finish(self, **fields) -> bool:
+        # A filtered UPDATE, never `save(update_fields=…)`: on a document deleted while its stage ran
+        # that raises DatabaseError ("did not affect any rows") and crashes a stage that should stop
+        # quietly. Under a claim, only while the claim is still the document's.
         rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
-        if not rows.update(claim_token=None, updated_at=timezone.now(), **fields) and self.claim_token:
-            raise ClaimLost(f"document {self.pk}: the {self.stage} stage lost its claim")
-        self.claim_token = None
+        self.updated_at = timezone.now()
+        if rows.update(claim_token=None, updated_at=self.updated_at, **fields):
+            self.claim_token = None
+            return True
+        if self.claim_token:
+            lost = self.lost_claim()
+            if not isinstance(lost, DocumentGone):
+                raise lost
+        return False  # deleted: nothing left to mark
 
 
 class ClaimLost(Exception):
     """A stage's claim was taken over (its lease ran out): it must stop without writing anything."""
+
+
+class DocumentGone(ClaimLost):
+    """The document was deleted while its stage ran: the stage stops quietly (the delete removed its rows)."""
 
 
 class Chunk(models.Model):

@@ -11,6 +11,7 @@ from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.models import Chunk, Document, Memory
 from ingest.parsing.base import ParseError
+from ingest.upload_limits import limit_megabytes, megabytes
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def parse_and_chunk(document: Document) -> int:
     document.set_progress(PARSE_BAND[0], "parsing")
     if document.size > settings.LOCI_MAX_UPLOAD_BYTES:
         raise ParseError(
-            f"The file is {document.size / 1e6:.1f} MB; the limit is {settings.LOCI_MAX_UPLOAD_BYTES / 1e6:.0f} MB."
+            f"The file is {megabytes(document.size)}; the limit is {limit_megabytes(settings.LOCI_MAX_UPLOAD_BYTES)}."
         )
     try:
         path = document.original.path

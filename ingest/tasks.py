@@ -13,7 +13,7 @@ from ingest import pipeline
 from ingest.engine_errors import outage_of
 from ingest.extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
-from ingest.models import ClaimLost, Document
+from ingest.models import ClaimLost, Document, DocumentGone
 from ingest.parsing.base import ParseError
 
 log = logging.getLogger(__name__)
@@ -40,15 +40,23 @@ STAGES = {
     "index": Stage(Status.EXTRACTING, Status.INDEXING, pipeline.index_document, None, "indexing"),
 }
 STAGE_OF_STATUS = {stage.status: name for name, stage in STAGES.items()}
-# Outcomes of run_stage.
+# Outcomes of stage_outcome.
 FINISHED, NOT_CLAIMED, STOPPED = "finished", "not claimed", "stopped"
 
 
-def run_stage(document_id: int, stage_name: str) -> str:
+def run_stage(document_id: int, stage_name: str) -> bool:
+    """Run one stage under a claim; True when it finished and the next stage may run."""
+    return stage_outcome(document_id, stage_name) == FINISHED
+
+
+def stage_outcome(document_id: int, stage_name: str) -> str:
     """Run one stage under a claim; FINISHED when the next stage may run.
 
     NOT_CLAIMED: deleted, past this stage, or another live holder has it. STOPPED: the document
-    failed (with its reason), or this run lost its claim and stopped without writing.
+    failed (with its reason), was deleted while the stage ran, or this run lost its claim and
+    stopped without writing. A deleted document always ends in DocumentGone, never an error: a
+    write under the claim finds no row, or (the index write's after-batch check having seen it gone
+    and stopped the write) `mark_ready` finds nothing to mark.
     """
     stage = STAGES[stage_name]
     document = Document.objects.select_related("kb").filter(pk=document_id).first()
@@ -59,11 +67,15 @@ def run_stage(document_id: int, stage_name: str) -> str:
         with Heartbeat(document, heartbeat_interval(lease)):
             pipeline.touch_started(document)
             if not _run_step(document, stage_name, stage):
-                return STOPPED  # failed, with its reason
+                return STOPPED  # failed with its reason, or deleted
             if stage.next is None:
-                document.mark_ready()
+                if not document.mark_ready():  # deleted after the index write's last check
+                    raise DocumentGone(f"document {document.pk} was deleted while its {stage_name} stage ran")
             else:
                 document.release_claim()
+    except DocumentGone as exc:
+        log.info("%s; its stage stops (the delete removed its index rows)", exc)
+        return STOPPED
     except ClaimLost as exc:  # a take-over after our lease ran out: the new holder owns every write
         log.warning("%s; stopping without writing", exc)
         return STOPPED
@@ -121,12 +133,12 @@ def _wait(document: Document, seconds: float) -> None:
     while time.monotonic() < deadline:
         time.sleep(min(1.0, deadline - time.monotonic()))
     if not document.renew_lease():
-        raise ClaimLost(f"document {document.pk}: the {document.stage} stage lost its claim")
+        raise document.lost_claim()
 
 
 @shared_task(bind=True, acks_late=True)
 def process_document_stage(self, document_id: int, stage_name: str = "parse"):
-    outcome = run_stage(document_id, stage_name)
+    outcome = stage_outcome(document_id, stage_name)
     if outcome == FINISHED and STAGES[stage_name].next:
         process_document_stage.delay(document_id, STAGES[stage_name].next)
     elif outcome == NOT_CLAIMED and not self.request.is_eager:

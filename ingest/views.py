@@ -89,6 +89,7 @@ def document_status(request):
         ids = [int(i) for i in request.GET.get("ids", "").split(",") if i.strip()][:MAX_STATUS_IDS]
     except ValueError:
         return JsonResponse({"error": "ids must be a comma-separated list of integers."}, status=400)
+    ids = [i for i in ids if 0 < i < 2**63]  # beyond 64 bits no document exists, and the query would overflow
     documents = Document.objects.in_scope(scope).filter(pk__in=ids)
     return JsonResponse({"documents": [status_payload(d) for d in documents]})
 

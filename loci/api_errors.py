@@ -1,9 +1,21 @@
 """API errors always answer {"error": "...", "detail": ...} with a readable message."""
 
-from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework import status
+from rest_framework.exceptions import APIException
+
+
+class PayloadTooLarge(APIException):
+    """A request body over one of the size limits (HTTP 413); the message names the limit."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request is too large."
+    default_code = "too_large"
 
 
 def exception_handler(exc, context):
+    # Imported here: rest_framework.views loads the parser classes, and the JSON parser imports this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

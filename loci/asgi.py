@@ -4,3 +4,7 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
 application = get_asgi_application()
+
+from ingest.upload_limits import RequestBodyLimit  # noqa: E402  (needs the settings configured above)
+
+application = RequestBodyLimit(application)

@@ -6,11 +6,13 @@ from django.urls import path
 from ingest import views as ingest_views
 from retrieval import views as retrieval_views
 from tenants import views as tenant_views
+from tenants.sign_in import SignInForm
 
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True, authentication_form=SignInForm),
+         name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("switch/", tenant_views.switch, name="switch"),
     path("", tenant_views.kb_list, name="kb-list"),

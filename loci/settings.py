@@ -86,6 +86,28 @@ else:
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = ["tenants.sign_in.ThrottledModelBackend"]  # Django's, behind a failed-sign-in throttle
+# Failed credentials per fixed window (tenants/throttle.py): past a limit, the username or address is
+# refused, the right password included, until its window ends.
+LOCI_AUTH_THROTTLE_WINDOW = env_int("LOCI_AUTH_THROTTLE_WINDOW", 900, minimum=1)
+LOCI_SIGNIN_FAILURES_PER_USER = env_int("LOCI_SIGNIN_FAILURES_PER_USER", 10, minimum=1)
+LOCI_SIGNIN_FAILURES_PER_IP = env_int("LOCI_SIGNIN_FAILURES_PER_IP", 50, minimum=1)
+LOCI_API_KEY_FAILURES_PER_IP = env_int("LOCI_API_KEY_FAILURES_PER_IP", 20, minimum=1)
+LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
+
+# The throttle's counters must be seen by every web process: files under var/ serve the processes of
+# one machine; several machines need a shared cache (LOCI_CACHE_URL=redis://host:6379/1).
+LOCI_CACHE_URL = env_str("LOCI_CACHE_URL")
+if not LOCI_CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 10000}}}
+elif LOCI_CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LOCI_CACHE_URL}}
+elif LOCI_CACHE_URL == "locmem://":  # one process only: tests, or a single web process
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    raise ImproperlyConfigured(f"LOCI_CACHE_URL must be empty, redis://… or locmem://, got {LOCI_CACHE_URL!r}")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -108,9 +130,26 @@ STORAGES = {
 }
 
 # --- Uploads
-LOCI_MAX_UPLOAD_BYTES = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1) * 1024 * 1024
+# MB here means 1,048,576 bytes, and every message about a size says it in the same unit.
+_MAX_UPLOAD_MB = env_int("LOCI_MAX_UPLOAD_MB", 100, minimum=1)
+LOCI_MAX_UPLOAD_BYTES = _MAX_UPLOAD_MB * 1024 * 1024
+# Any request body, refused while it streams (ingest/upload_limits.py): it bounds what one request
+# can put on the server's disk, since Django's ASGI handler stores a body before a view sees it.
+LOCI_MAX_UPLOAD_REQUEST_BYTES = (
+    env_int("LOCI_MAX_UPLOAD_REQUEST_MB", 2 * _MAX_UPLOAD_MB, minimum=_MAX_UPLOAD_MB) * 1024 * 1024
+)
+FILE_UPLOAD_HANDLERS = [
+    "ingest.upload_limits.UploadLimitHandler",  # first, so it sees every chunk before it is stored
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("LOCI_MAX_FILES_PER_UPLOAD", 200, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# A JSON body is read into memory whole: 500 chat messages of a few KB each fit easily.
+LOCI_MAX_JSON_BYTES = env_int("LOCI_MAX_JSON_MB", 10, minimum=1) * 1024 * 1024
+
+# OCR runs 1.5-5 s a page on one core: 300 pages stay inside the parse stage's default time limit.
+LOCI_OCR_MAX_PAGES = env_int("LOCI_OCR_MAX_PAGES", 300, minimum=0)
 
 # --- REST framework
 REST_FRAMEWORK = {
@@ -123,6 +162,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+    # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
+    "DEFAULT_PARSER_CLASSES": [
+        "loci.json_parser.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Loci API",
@@ -167,10 +212,14 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
+# --- Pluggable backends (loci/backends.py), chosen like CACHES: per kind, named aliases of a dotted
+# BACKEND path and its OPTIONS, with a `default` alias; one entry on its own is the default alias.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
 MILVUS_URI = env_str("MILVUS_URI")
-MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 19531, minimum=1024, maximum=65535)
+# Unset: a free port, picked when the embedded server starts and recorded next to var/milvus.db.
+MILVUS_LITE_PORT = env_int("MILVUS_LITE_PORT", 0, minimum=0, maximum=65535)
+if 0 < MILVUS_LITE_PORT < 1024:
+    raise ImproperlyConfigured(f"MILVUS_LITE_PORT must be 1024-65535 (or unset), got {MILVUS_LITE_PORT}")
 OPENSEARCH_URL = env_str("OPENSEARCH_URL")
 
 LOCI_VECTOR_INDEX = {
@@ -202,7 +251,23 @@ LOCI_KEYWORD_INDEX = {
     },
 }
 
+# Online reindex (retrieval/builds.py): which build of the indexes the default aliases serve. Every
+# app process must see the same file (several hosts: put it on shared storage, e.g. the media volume).
+LOCI_INDEX_STATE = Path(env_str("LOCI_INDEX_STATE", str(VAR_DIR / "index-builds.json")))
+# After switching to a new build, how long the old one is kept for searches already under way.
+LOCI_REINDEX_DRAIN_SECONDS = env_float("LOCI_REINDEX_DRAIN_SECONDS", 5.0, minimum=0.0)
+
 # --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
+# Each kind's default alias reads the flat settings below when it is built, so they keep working;
+# OPTIONS of an alias override them (retrieval.embeddings.configured_embedder says which).
+LOCI_EMBEDDERS = {"default": {"BACKEND": "retrieval.embeddings.configured_embedder", "OPTIONS": {}}}
+# A second embedder to reindex into (`manage.py reindex --embedder next`) while `default` serves.
+LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "use", "openai"})
+if LOCI_EMBEDDER_NEXT:
+    LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
+                              "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
+LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
+LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
 LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
@@ -249,6 +314,9 @@ MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
 MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
 MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
+# Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
+# past it the search fails with 504 naming the engine, never hangs.
+SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
 

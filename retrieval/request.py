@@ -4,10 +4,17 @@ from dataclasses import dataclass, field
 
 METHODS = ("keyword", "vector", "hybrid", "agentic")
 MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
-FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "group_id", "agent_id")
+FILTER_KEYS = ("kb", "document_id", "user_id", "session_id")
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
 MAX_NEIGHBOURS = 5
+MAX_DOCUMENT_ID = 2**63 - 1  # document ids are 64-bit (BigAutoField); a bigger one overflows the query
+# Chat messages carry a group and an agent, but memories do not (a segment may span several), so the
+# index cannot filter on them: a caller asking for them is told so rather than silently given everything.
+UNSUPPORTED_FILTERS = {
+    "group_id": "memories are not recorded per group",
+    "agent_id": "memories are not recorded per agent",
+}
 
 
 class SearchError(ValueError):
@@ -53,7 +60,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     filters = data.get("filters") or {}
     if not isinstance(filters, dict):
         raise SearchError("'filters' must be an object.")
-    unknown = set(filters) - set(FILTER_KEYS)
+    unknown = set(filters) - set(FILTER_KEYS) - set(UNSUPPORTED_FILTERS)
     if unknown:
         raise SearchError(f"Unknown filter(s) {sorted(unknown)}; allowed: {', '.join(FILTER_KEYS)}.")
     clean = {}
@@ -62,15 +69,13 @@ def parse_search_request(data: dict) -> SearchRequest:
         if not all(isinstance(k, str) and k for k in kbs):
             raise SearchError("'filters.kb' must be a list of knowledge-base slugs.")
         clean["kb"] = kbs
+    for key, why in UNSUPPORTED_FILTERS.items():
+        if key in filters:
+            raise SearchError(f"'filters.{key}' is not supported: {why}; filter by user_id or session_id.")
     if "document_id" in filters:
         ids = filters["document_id"] if isinstance(filters["document_id"], list) else [filters["document_id"]]
-        try:
-            clean["document_id"] = [int(i) for i in ids if not isinstance(i, bool)]
-        except (TypeError, ValueError):
-            raise SearchError("'filters.document_id' must be a list of integers.") from None
-        if len(clean["document_id"]) != len(ids):
-            raise SearchError("'filters.document_id' must be a list of integers.")
-    for key in ("user_id", "session_id", "group_id", "agent_id"):
+        clean["document_id"] = [_document_id(i) for i in ids]
+    for key in ("user_id", "session_id"):
         if key in filters:
             if not isinstance(filters[key], str) or len(filters[key]) > 200:
                 raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")
@@ -91,3 +96,16 @@ def parse_search_request(data: dict) -> SearchRequest:
         neighbours=neighbours,
         rerank=rerank,
     )
+
+
+def _document_id(value) -> int:
+    """A document id as an int: a JSON integer or a string of digits, within the database's range."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip()) if len(value.strip()) <= 20 else MAX_DOCUMENT_ID + 1
+    else:
+        raise SearchError("'filters.document_id' must be a list of integers.")
+    if not 1 <= number <= MAX_DOCUMENT_ID:
+        raise SearchError(f"'filters.document_id' values must be integers from 1 to {MAX_DOCUMENT_ID}.")
+    return number

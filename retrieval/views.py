@@ -8,7 +8,7 @@ from ingest.models import Document
 from ingest.views import location_label
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
-from retrieval.search import search
+from retrieval.search import EngineError, search
 from tenants.views import console_scope, current_kb, render_page
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ def search_page(request):
         context["results"] = _decorate(response, query_terms(form["q"]))
     except SearchError as exc:
         context["error"], status = str(exc), 400
+    except EngineError as exc:
+        context["error"], context["unavailable"], status = str(exc), True, exc.status
     except Exception as exc:  # an index or model backend is down: say so instead of a bare 500
         log.exception("console search failed")
         context["error"], context["unavailable"], status = f"{type(exc).__name__}: {exc}", True, 503

@@ -1,7 +1,8 @@
-"""`Authorization: Bearer loci_<id>_<secret>` for the REST API."""
+"""`Authorization: Bearer loci_<id>_<secret>` for the REST API, failed keys throttled per client address."""
 
 from rest_framework import authentication, exceptions
 
+from tenants import throttle
 from tenants.models import ApiKey
 
 
@@ -15,11 +16,19 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != self.keyword.lower():
             return None
+        # Checked before the key, so that a guesser who is locked out learns nothing from any guess.
+        counters = throttle.api_key_counters(request)
+        wait = throttle.seconds_locked(counters)
+        if wait:
+            raise exceptions.Throttled(wait=wait, detail=(
+                f"Too many failed API-key attempts from your address; try again in {throttle.describe_wait(wait)}."))
         token = token.strip()
         if not token:
+            throttle.record_failure(counters)
             raise exceptions.AuthenticationFailed("Empty bearer token.")
         key = ApiKey.verify(token)
         if key is None:
+            throttle.record_failure(counters)
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         key.touch()
         # DRF's request.user stays anonymous-like; views read request.auth (the key).

@@ -16,6 +16,9 @@ def _isolated_var(settings, tmp_path):
     """Each test gets its own media and index directories under tmp_path."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast fixtures
+    # A cache of the test's own: failed-credential counters must not carry over between tests.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                   "LOCATION": str(tmp_path)}}
     settings.LOCI_KEYWORD_INDEX = {
         **settings.LOCI_KEYWORD_INDEX,
         "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},

@@ -92,7 +92,7 @@ def milvus_lite_uri(tmp_path_factory):
     from retrieval.milvus_lite import ensure_server, stop_server
 
     path = tmp_path_factory.mktemp("milvus") / "milvus.db"
-    uri = ensure_server(path, free_port())
+    uri = ensure_server(path)  # a free port; the server also stops by itself once pytest exits
     yield uri
     stop_server(path)
 

@@ -201,7 +201,7 @@ def test_no_method_ever_returns_another_tenants_rows(world, alice_scope):
 def test_hybrid_scores_what_the_recall_leaves_in_one_vector_search(world, alice_scope, monkeypatch):
     """Stage 3 (the facts of the recalled episodes) and the scores the recall lists left out come
     from one vector search together; answers are the same as with a search for each."""
-    from retrieval.search import Run
+    from retrieval.search import hybrid
 
     ingest(alice_scope, world.docs, DOCS / "language-docs" / "fr_olap.pdf")
     index, calls = vector_index(), []
@@ -213,7 +213,7 @@ def test_hybrid_scores_what_the_recall_leaves_in_one_vector_search(world, alice_
     assert calls[2].or_ids or calls[2].parent_ids
 
     calls.clear()
-    monkeypatch.setattr(Run, "prefetch_recalled", lambda *a: None)  # one search for each need, as before
+    monkeypatch.setattr(hybrid, "prefetch_recalled", lambda *a: None)  # one search for each need, as before
     separate = find(alice_scope, **query)
     assert len(calls) > 3
     assert merged["facts"] and [(f["id"], f["score"]) for f in merged["facts"]] == [

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from ingest import pipeline
 from ingest.actions import ingest_document
-from ingest.models import ClaimLost, Document
+from ingest.models import ClaimLost, Document, DocumentGone
 from ingest.sweeper import sweep
-from ingest.tasks import process_document_stage, run_stage
+from ingest.tasks import process_document_stage, stage_outcome
 from tenants.access import permitted_scope
 from tests.conftest import DOCS, api_client
 from tests.index_fixtures import free_port
@@ -57,6 +57,21 @@ def test_a_stage_that_lost_its_claim_writes_nothing(world, settings):
         stale_holder.mark_failed("a late failure")
     assert sorted(Document.objects.get(pk=document.pk).chunks.values_list("pk", flat=True)) == chunks
     assert Document.objects.get(pk=document.pk).status == Document.Status.PARSING
+
+
+def test_a_document_deleted_under_a_claim_stops_its_stage_quietly(world):
+    """Deleted mid-stage: the claim's writes find no row; ready/failed mark nothing, no DatabaseError."""
+    document = upload(world, DOCS / "LICENSE.md")
+    holder = Document.objects.select_related("kb").get(pk=document.pk)
+    assert holder.claim(Document.Status.QUEUED, Document.Status.PARSING, "parse", 60)
+    Document.objects.filter(pk=document.pk).delete()
+
+    assert holder.mark_ready() is False and holder.mark_failed("too late") is False
+    with pytest.raises(DocumentGone):
+        pipeline.parse_and_chunk(holder)
+    with pytest.raises(DocumentGone):
+        holder.release_claim()
+    assert stage_outcome(document.pk, "parse") == "not claimed"
 
 
 def test_the_sweeper_queues_an_expired_stage_again_once(world, settings, sent):
@@ -120,8 +135,8 @@ def test_an_engine_that_does_not_answer_is_retried_then_named_in_the_reason(worl
     try:
         document = upload(world, DOCS / "README.md")
         for stage in ("parse", "extract"):
-            assert run_stage(document.pk, stage) == "finished"
-        assert run_stage(document.pk, "index") == "stopped"
+            assert stage_outcome(document.pk, stage) == "finished"
+        assert stage_outcome(document.pk, "index") == "stopped"
     finally:
         reset_backends()
     document.refresh_from_db()

@@ -220,8 +220,8 @@ def _rabbitmqctl(*args: str) -> None:
 
 
 def stop_milvus_lite(var_dir: Path) -> None:
-    """Stop the Milvus Lite server a scenario's processes started over var_dir/milvus.db (by its pid file)."""
+    """Stop the Milvus Lite server a scenario's processes started over var_dir/milvus.db (by its record)."""
     from retrieval.milvus_lite import stop_server
 
-    if (var_dir / "milvus.db").exists() or (var_dir / ".milvus.db.pid").exists():
+    if (var_dir / "milvus.db").exists() or (var_dir / ".milvus.db.server.json").exists():
         stop_server(var_dir / "milvus.db")

@@ -5,12 +5,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from ingest.actions import delete_document, ingest_document, rerun_document
 from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
 from ingest.models import Document
+from loci.json_parser import StrictJSONParser
 from tenants.api.scoping import ScopedMixin
 from tenants.models import KnowledgeBase
 
@@ -21,7 +22,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
 
     serializer_class = DocumentSerializer
     queryset = Document.objects.none()  # for the schema; get_queryset scopes every request
-    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    parser_classes = [MultiPartParser, FormParser, StrictJSONParser]
 
     def get_queryset(self):
         qs = Document.objects.in_scope(self.scope).select_related("kb")

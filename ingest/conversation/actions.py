@@ -299,34 +299,32 @@ def _index(memories: list[Memory]) -> None:
 
 def delete_memory(scope: Scope, memory: Memory) -> int:
     """Delete one memory (an episode takes its facts along) from the database and both indexes."""
-    doomed = [memory, *memory.facts.all()] if memory.kind == Memory.Kind.EPISODE else [memory]
-    with transaction.atomic():
-        _record_deletes(scope, doomed)
-        Memory.objects.filter(pk__in=[m.pk for m in doomed]).delete()
-        transaction.on_commit(lambda: _unindex(doomed))
-    return len(doomed)
+    from ingest.memory_actions import delete_memories
+
+    scope.require_kb(memory.kb_id)
+    return delete_memories([memory], actor=scope.actor, reason="deleted through the API")
 
 
 def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: str | None = None) -> int:
-    """Delete a user's (or one session's) memories and raw messages from the database and both indexes."""
+    """Delete a user's (or one session's) memories and raw messages from the database, then from both indexes.
+
+    The index rows are removed by user (and session) after the commit, even when the database held
+    nothing any more, so running it again finishes a delete whose removal failed.
+    """
+    from retrieval.projection import remove_scope_rows
+
     kb_ids = tuple(sorted(set(kb_ids) & scope.kb_ids))
     memories = Memory.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
     messages = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
     if session_id is not None:
         memories, messages = memories.filter(session_id=session_id), messages.filter(session_id=session_id)
+    tenant_id = scope.tenant.pk
     with transaction.atomic():
         doomed = list(memories.only("id", "tenant_id", "text", "status"))
         _record_deletes(scope, doomed)
         memories.delete()
         messages.delete()
-
-        def unindex():
-            from retrieval.projection import remove_scope_rows
-
-            remove_scope_rows(scope.tenant, kb_ids, user_id=user_id, session_id=session_id)
-
-        if kb_ids:
-            transaction.on_commit(unindex)
+        transaction.on_commit(lambda: remove_scope_rows(tenant_id, kb_ids, user_id=user_id, session_id=session_id))
     return len(doomed)
 
 
@@ -336,9 +334,3 @@ def _record_deletes(scope: Scope, memories: list[Memory]) -> None:
         [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
                        old_status=m.status, actor=scope.actor, reason="deleted through the API", created_at=now)
          for m in memories], batch_size=500)
-
-
-def _unindex(memories: list[Memory]) -> None:
-    from retrieval.projection import remove_memory_rows
-
-    remove_memory_rows(memories)

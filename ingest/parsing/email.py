@@ -10,6 +10,7 @@ from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from oxmsg import Message
 from oxmsg.domain import constants
 
@@ -24,6 +25,11 @@ logger = logging.getLogger(__name__)
 
 # Mail forwarded as an attachment of an attachment of an attachment is rare; deeper is a loop or an attack.
 MAX_ATTACHMENT_DEPTH = 3
+
+# MIME parts inside parts (multipart or message/rfc822): a real email nests a handful (mixed >
+# alternative > related, a forwarded mail inside); hundreds is an attack that would exhaust Python's stack.
+MAX_MIME_DEPTH = 30
+_TOO_DEEP = f"The email nests attachments more than {MAX_MIME_DEPTH} deep; it was not read."
 
 # PGP/MIME and S/MIME enveloped data: the body is ciphertext.
 _ENCRYPTED_TYPES = {"multipart/encrypted", "application/pkcs7-mime", "application/x-pkcs7-mime"}
@@ -103,6 +109,20 @@ def _attachment(part: EmailMessage, number: int) -> tuple[str, bytes]:
     return part.get_filename() or f"attachment-{number}{ext}", part.get_payload(decode=True) or b""
 
 
+def _mime_depth(msg: EmailMessage) -> int:
+    """How deep parts nest, walked without recursion so that measuring cannot overflow the stack."""
+    deepest, stack = 0, [(msg, 1)]
+    while stack:
+        part, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_MIME_DEPTH:
+            break
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack.extend((sub, depth + 1) for sub in payload if isinstance(sub, email.message.Message))
+    return deepest
+
+
 def _read_eml(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]]]:
     data = path.read_bytes()
     encoding = bom_encoding(data) or looks_like_utf16(data)
@@ -113,6 +133,8 @@ def _read_eml(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]]]:
             msg = email.message_from_bytes(data, policy=policy.default)
         if not msg.keys():
             raise ParseError("Could not read the email: it has no headers.")
+        if _mime_depth(msg) > MAX_MIME_DEPTH:
+            raise ParseError(_TOO_DEEP)
         if msg.get_content_type() in _ENCRYPTED_TYPES and msg.get_param("smime-type") != "signed-data":
             raise ParseError("The email is encrypted and cannot be read.")
         fields = {key: _header(msg, key) for key, _ in _FIELDS}
@@ -127,6 +149,8 @@ def _read_eml(path: Path) -> tuple[dict, list[Block], list[tuple[str, bytes]]]:
         attachments = [_attachment(part, n) for n, part in enumerate(parts, start=1)]
     except ParseError:
         raise
+    except RecursionError:  # the stdlib parser recurses per level, before _mime_depth can look
+        raise ParseError(_TOO_DEEP) from None
     except Exception as exc:  # the email package has no single error type for broken MIME
         raise ParseError(f"Could not read the email: {exc}") from exc
     return fields, _body_blocks(plain, html), attachments
@@ -199,8 +223,8 @@ def parse(path: Path, *, filename: str, detected_type: str | None = None, depth:
             continue
         try:
             doc = _parse_attachment(name, data, depth)
-        except TransientParseError:
-            raise  # retry the whole email rather than index it without this attachment
+        except (TransientParseError, SoftTimeLimitExceeded):
+            raise  # retry the whole email rather than index it without this attachment; a time limit is the stage's
         except ParseError as exc:
             warnings.append(f"Attachment {name}: {exc}")
             continue

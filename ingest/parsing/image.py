@@ -6,7 +6,7 @@ from pathlib import Path
 from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
 from .base import Block, ParsedDocument, ParseError, Section, TransientParseError
-from .ocr import OcrPage, ocr_image
+from .ocr import OcrPage, check_ocr_budget, ocr_image
 
 # Formats whose extra frames are pages; for GIF and WebP they are animation frames, OCR'd once.
 _PAGED_FORMATS = {"TIFF", "MPO"}
@@ -17,6 +17,8 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
     try:
         with Image.open(path) as image:
             image_format = image.format or ""
+            if image_format in _PAGED_FORMATS:
+                check_ocr_budget(getattr(image, "n_frames", 1), "image")
             frames = ImageSequence.Iterator(image) if image_format in _PAGED_FORMATS else [image]
             pages = [ocr_image(_encode(frame)) for frame in frames]
     except (ParseError, TransientParseError):

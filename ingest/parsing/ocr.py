@@ -5,6 +5,8 @@ import subprocess
 import unicodedata
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from .base import ParseError, TransientParseError
 
 OCR_LANGUAGES = "chi_sim+eng"
@@ -19,6 +21,13 @@ _TESSERACT_ENV = {"OMP_THREAD_LIMIT": "1"}
 class OcrPage:
     paragraphs: list[str]
     confidence: float | None  # mean word confidence 0-100, None when no words were found
+
+
+def check_ocr_budget(pages: int, what: str) -> None:
+    """Refuse a document that needs more OCR than LOCI_OCR_MAX_PAGES, before any of it is done."""
+    limit = settings.LOCI_OCR_MAX_PAGES
+    if pages > limit:
+        raise ParseError(f"The {what} needs OCR on {pages} pages; the limit is {limit} (LOCI_OCR_MAX_PAGES).")
 
 
 def ocr_image(image: bytes, *, dpi: int | None = None, timeout: float = OCR_TIMEOUT) -> OcrPage:

@@ -8,15 +8,22 @@ from itertools import groupby
 from pathlib import Path
 
 import pymupdf
+from celery.exceptions import SoftTimeLimitExceeded
 
 from .base import Block, ParsedDocument, ParseError, Section, TransientParseError
 from .docx import table_blocks
-from .ocr import join_lines, ocr_image
+from .ocr import check_ocr_budget, join_lines, ocr_image
 
 OCR_DPI = 300
 # A page with images and fewer printable characters than this is a scan: a stamped page number or a
 # few stray glyphs in a scanned page's text layer must not stop it being OCR'd.
 SCANNED_PAGE_MAX_CHARS = 20
+# An image can hold legible text only if it has the pixels for a glyph (tesseract needs letters ~10 px
+# tall) and is shown at least as big as one line of small print (8 pt is 33 px at OCR_DPI). A page whose
+# images are all smaller (icons, bullets, tracking pixels) is not OCR'd: at 1.5 s a page, a PDF of
+# 3,000 such pages once held a worker for 30 minutes to find nothing.
+TEXT_IMAGE_MIN_PIXELS = 16
+TEXT_IMAGE_MIN_POINTS = 8.0
 # A line this much bigger than the body text is a heading candidate (11.5 pt over 10 pt body passes).
 HEADING_SIZE_RATIO = 1.15
 HEADING_MAX_CHARS = 150
@@ -79,8 +86,8 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
     try:
         with document:
             return _parse(document, filename)
-    except (ParseError, TransientParseError):
-        raise
+    except (ParseError, TransientParseError, SoftTimeLimitExceeded):
+        raise  # a stage over its time limit must say so, not blame the file
     except Exception as exc:  # MuPDF raises RuntimeError subclasses for broken objects deep inside
         raise ParseError(f"The PDF is damaged or truncated: {_short(exc)}") from exc
 
@@ -105,25 +112,40 @@ def _parse(document: pymupdf.Document, filename: str) -> ParsedDocument:
     warnings: list[str] = []
     if document.is_repaired:
         warnings.append("The PDF was damaged and has been repaired; some content may be missing.")
-    items: list[_Item] = []
+    page_items: dict[int, list[_Item]] = {}
     ocr_pages: list[int] = []
+    tiny_image_pages = 0
     table_count = 0
     for index in range(document.page_count):
         number = index + 1
         try:
             page = document[index]
-            page_items, scanned = _page_text(page, number)
+            items, scanned = _page_text(page, number)
+            if scanned and not _images_can_hold_text(page):
+                scanned, tiny_image_pages = False, tiny_image_pages + 1
             if scanned:
                 ocr_pages.append(number)
-                page_items = _ocr_page(page, number)
-                if not page_items:
-                    warnings.append(f"No text could be recognised on scanned page {number}.")
             else:
-                table_count += _page_tables(page, number, page_items)
+                table_count += _page_tables(page, number, items)
         except RuntimeError as exc:  # MuPDF's errors; one broken page should not lose the others
             warnings.append(f"Page {number} could not be read: {_short(exc)}")
             continue
-        items.extend(page_items)
+        page_items[number] = items
+    # Counted before any page is OCR'd, so an over-budget PDF fails at once with the true reason.
+    check_ocr_budget(len(ocr_pages), "PDF")
+    for number in ocr_pages:
+        try:
+            page_items[number] = _ocr_page(document[number - 1], number)
+        except RuntimeError as exc:
+            warnings.append(f"Page {number} could not be read: {_short(exc)}")
+            page_items[number] = []
+            continue
+        if not page_items[number]:
+            warnings.append(f"No text could be recognised on scanned page {number}.")
+    if tiny_image_pages:
+        warnings.append(f"{tiny_image_pages} page(s) with little text and only images too small to hold text "
+                        "were not OCR'd.")
+    items = [item for number in sorted(page_items) for item in page_items[number]]
     items = _drop_running_heads(items, document.page_count - len(ocr_pages))
 
     headings_from, headings = _headings(document, items)
@@ -132,6 +154,9 @@ def _parse(document: pymupdf.Document, filename: str) -> ParsedDocument:
     if not sections:
         if document.is_repaired:
             raise ParseError("The PDF is damaged or truncated: no text could be recovered.")
+        if tiny_image_pages:
+            raise ParseError(f"No text could be found in the PDF: its {tiny_image_pages} page(s) with images "
+                             "carry only images too small to hold text.")
         raise ParseError("No text could be found in the PDF.")
 
     info = document.metadata or {}
@@ -169,6 +194,15 @@ def _page_text(page: pymupdf.Page, number: int) -> tuple[list[_Item], bool]:
             bottom.margin = "bottom"
     scanned = printable < SCANNED_PAGE_MAX_CHARS and bool(page.get_images())
     return items, scanned
+
+
+def _images_can_hold_text(page: pymupdf.Page) -> bool:
+    for image in page.get_image_info():
+        x0, y0, x1, y1 = image["bbox"]
+        if (min(image["width"], image["height"]) >= TEXT_IMAGE_MIN_PIXELS
+                and min(x1 - x0, y1 - y0) >= TEXT_IMAGE_MIN_POINTS):
+            return True
+    return False
 
 
 def _ocr_page(page: pymupdf.Page, number: int) -> list[_Item]:

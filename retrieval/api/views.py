@@ -4,7 +4,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from retrieval.request import SearchError, parse_search_request
-from retrieval.search import search
+from retrieval.search import EngineError, search
 from tenants.api.scoping import request_scope
 
 
@@ -24,3 +24,5 @@ class SearchView(APIView):
             return Response(search(scope, parse_search_request(request.data)))
         except SearchError as exc:
             raise ValidationError({"error": str(exc)})
+        except EngineError as exc:  # 503 (an engine failed) or 504 (it did not answer in time), naming it
+            return Response({"error": str(exc), "engine": exc.engine}, status=exc.status)

@@ -129,11 +129,21 @@ def _deleted(result) -> int:
 class MilvusVectorIndex:
     """VectorIndex on Milvus or Milvus Lite: cosine similarity, filters inside the search."""
 
+    # One per process: a MilvusClient's gRPC channel serves concurrent calls, the client is made
+    # under a lock, and the set of known collections only grows (or is reset) atomically.
+    thread_safe = True
+
+    @staticmethod
+    def build_options(options: dict, build: int) -> dict:
+        """The OPTIONS of projection build `build`: collections of its own, `{prefix}_b{build}_{dim}`
+        (which the prefix's own patterns, `{prefix}_{dim}` and `{prefix}_t{id}_{dim}`, never match)."""
+        return {**options, "collection_prefix": f"{options.get('collection_prefix') or 'loci'}_b{int(build)}"}
+
     def __init__(self, options: dict):
         self.uri = options.get("uri") or ""
         self.token = options.get("token") or ""
         self.lite_path = options.get("lite_path") or ""
-        self.lite_port = int(options.get("lite_port") or 19531)
+        self.lite_port = int(options.get("lite_port") or 0)  # 0: the port its server has, or a free one
         self.prefix = options.get("collection_prefix") or "loci"
         self.index_type = (options.get("index_type") or "IVF_FLAT").upper()
         self.consistency = options.get("consistency_level") or "Strong"  # a just-indexed row is searchable
@@ -166,7 +176,8 @@ class MilvusVectorIndex:
                     if not uri:
                         from retrieval.milvus_lite import ensure_server
 
-                        uri = ensure_server(self.lite_path, self.lite_port)
+                        # Verifies that the server serves this lite_path before any call reaches it.
+                        uri = ensure_server(self.lite_path, self.lite_port or None)
                     # dedicated: pymilvus shares channels per address, and a gRPC channel inherited
                     # across a fork (Celery prefork) does not work in the child.
                     self._client_obj = MilvusClient(uri=uri, token=self.token, timeout=self.timeout, dedicated=True)

@@ -4,12 +4,12 @@ import subprocess
 import sys
 import time
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Start the web server and a Celery worker together (and the embedded Milvus Lite server); Ctrl-C stops all."
+    help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
+            "Ctrl-C or SIGTERM stops all of them.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("LOCI_HOST", "127.0.0.1"))
@@ -18,12 +18,19 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true")
 
     def handle(self, *args, **opts):
-        if not settings.MILVUS_URI and "milvus" in settings.LOCI_VECTOR_INDEX["BACKEND"]:
+        from loci.backends import DEFAULT_ALIAS, vector_indexes
+
+        lite_path = None
+        # The default alias as the backend handler reads it (a settings module may name aliases);
+        # every build of it shares its Milvus Lite file, so one server serves them all.
+        options = vector_indexes.options(DEFAULT_ALIAS)
+        if not options.get("uri") and options.get("lite_path") and _is_milvus(vector_indexes.backend(DEFAULT_ALIAS)):
             from retrieval.milvus_lite import ensure_server
 
-            options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
-            uri = ensure_server(options["lite_path"], options["lite_port"])
-            self.stdout.write(f"Milvus Lite: {uri} ({options['lite_path']})")
+            # Before the children, which then find it (and register as its users) instead of racing to start it.
+            lite_path = options["lite_path"]
+            uri = ensure_server(lite_path, options["lite_port"] or None)
+            self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
         from retrieval.projection import refill_empty_keyword_index
 
         refilled = refill_empty_keyword_index()
@@ -53,6 +60,13 @@ class Command(BaseCommand):
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     os.killpg(child.pid, signal.SIGKILL)
+            if lite_path:
+                from retrieval.milvus_lite import release
+
+                # After the children: it stops now unless another process (a `manage.py ingest` run
+                # beside up) still uses it, and then stops when that one exits.
+                if not release(lite_path):
+                    self.stdout.write("Milvus Lite: stops when the last process still using it exits")
             sys.exit(0)
 
         signal.signal(signal.SIGINT, stop)
@@ -61,3 +75,9 @@ class Command(BaseCommand):
             time.sleep(0.5)
         self.stderr.write("A process exited; stopping the others.")
         stop()
+
+
+def _is_milvus(backend) -> bool:
+    from retrieval.backends.milvus import MilvusVectorIndex
+
+    return isinstance(backend, type) and issubclass(backend, MilvusVectorIndex)

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from retrieval.projection import reconcile
+from retrieval.projection import reconcile, reconcile_removed
 from tenants.models import Tenant
 
 
@@ -23,6 +23,10 @@ class Command(BaseCommand):
         for tenant in tenants:
             report = reconcile(tenant, repair=opts["repair"])
             drift |= any(report[k]["missing"] or report[k]["stale"] for k in ("vector", "keyword"))
+            self.stdout.write(json.dumps(report))
+        if not opts["tenant"]:  # rows of deleted knowledge bases and tenants (a tenant's own are in its report)
+            report = reconcile_removed(repair=opts["repair"])
+            drift |= any(report[k]["stale"] for k in ("vector", "keyword"))
             self.stdout.write(json.dumps(report))
         if drift and not opts["repair"]:
             raise CommandError("The indexes have drifted from the database; run with --repair (or `reindex`).")

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.request import SearchError, parse_search_request
-from retrieval.search import search
+from retrieval.search import EngineError, search
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -32,7 +32,7 @@ class Command(BaseCommand):
             body["filters"] = {"kb": opts["kb"]}
         try:
             response = search(scope, parse_search_request(body))
-        except SearchError as exc:
+        except (SearchError, EngineError) as exc:
             raise CommandError(str(exc))
         if opts["json"]:
             self.stdout.write(json.dumps(response, ensure_ascii=False, indent=2))

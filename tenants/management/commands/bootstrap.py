@@ -2,6 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from tenants.actions import set_isolation
 from tenants.models import ApiKey, KnowledgeBase, Membership, Role, Tenant
 
 
@@ -23,10 +24,7 @@ class Command(BaseCommand):
             slug=opts["tenant"], defaults={"name": opts["tenant"].replace("-", " ").title()}
         )
         if opts["isolation"] and tenant.isolation != opts["isolation"]:
-            if tenant.memories.exists():
-                raise CommandError("Changing isolation of a tenant with memories needs a reindex; refusing.")
-            tenant.isolation = opts["isolation"]
-            tenant.save(update_fields=["isolation"])
+            set_isolation(tenant, opts["isolation"], actor="manage.py bootstrap")  # its index rows move on commit
         self.stdout.write(f"tenant {tenant.slug}: {'created' if created else 'exists'}")
         kb, created = KnowledgeBase.objects.get_or_create(
             tenant=tenant, slug=opts["kb"], defaults={"name": opts["kb"].replace("-", " ").title()}

@@ -1,0 +1,110 @@
+"""The one search code path behind the API, the console, MCP and `manage.py search`.
+
+Where each part lives:
+- `engines`  — the engine calls: leaf tasks with deadlines, joined in the request thread;
+- `flat`     — the keyword and vector methods;
+- `hybrid`   — the five mRAG stages, each a function named for it;
+- `response` — hydrating ranked candidates into the response shape;
+- retrieval.agentic — agentic search, over `Run.hybrid`.
+"""
+
+import time
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+
+from retrieval import results
+from retrieval.agentic import agentic_search
+from retrieval.backends.base import IndexFilter
+from retrieval.request import SearchError, SearchRequest
+from retrieval.reranking import rerank_items
+from retrieval.search import flat, hybrid
+from retrieval.search.engines import EngineError, Engines
+from tenants.access import Scope
+from tenants.models import KnowledgeBase, Tenant
+
+__all__ = ["EngineError", "Run", "SearchError", "search"]
+
+
+@dataclass
+class Run:
+    """One search: the caller's scope, the request, its permission filter and its engine calls."""
+
+    scope: Scope
+    req: SearchRequest
+    base: IndexFilter
+    engines: Engines
+
+    @classmethod
+    def start(cls, scope: Scope, req: SearchRequest) -> "Run":
+        return cls(scope, req, permission_filter(scope, req), Engines(req.query))
+
+    def with_query(self, query: str) -> "Run":
+        return Run(self.scope, replace(self.req, query=query), self.base, self.engines.with_query(query))
+
+    def hybrid(self) -> dict:
+        return hybrid.search(self.scope, self.req, self.base, self.engines)
+
+    def keyword(self) -> dict:
+        return flat.keyword(self.scope, self.req, self.base, self.engines)
+
+    def vector(self) -> dict:
+        return flat.vector(self.scope, self.req, self.base, self.engines)
+
+
+def search(scope: Scope, req: SearchRequest) -> dict:
+    started = time.perf_counter()
+    run = Run.start(scope, req)
+    notes = []
+    if req.method == "agentic":
+        response, notes = agentic_search(run)
+        method_used = "agentic" if not notes else "hybrid"
+    else:
+        response, method_used = getattr(run, req.method)(), req.method
+    if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
+        for key in ("facts", "episodes", "chunks"):
+            response[key] = rerank_items(req.query, response.get(key, []))
+    if req.expand_context:
+        results.add_context(response["facts"] + response["episodes"])
+    if req.neighbours:
+        results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
+    response["profiles"] = []
+    response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
+    response["query"] = {
+        "text": req.query,
+        "method": req.method,
+        "answered_by": method_used,
+        "filters_applied": {"tenant": scope.tenant.slug, "kb": sorted(_slugs(run.base.kb_ids)), **{
+            k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
+        "llm": bool(settings.LLM_ENABLED),
+        "notes": notes,
+        "took_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    return response
+
+
+def permission_filter(scope: Scope, req: SearchRequest) -> IndexFilter:
+    """The caller's tenant and readable KBs, and the request's filters, as the filter every engine call carries."""
+    return IndexFilter(
+        tenant_id=scope.tenant.pk,
+        kb_ids=_kb_ids(scope, req),
+        exclusive=scope.tenant.isolation == Tenant.Isolation.EXCLUSIVE,
+        document_ids=tuple(req.filters.get("document_id", ())),
+        user_id=req.filters.get("user_id"),
+        session_id=req.filters.get("session_id"),
+    )
+
+
+def _kb_ids(scope: Scope, req: SearchRequest) -> tuple[int, ...]:
+    if "kb" not in req.filters:
+        return tuple(sorted(scope.kb_ids))
+    found = dict(KnowledgeBase.objects.filter(tenant=scope.tenant, slug__in=req.filters["kb"],
+                                              id__in=scope.kb_ids).values_list("slug", "id"))
+    missing = [s for s in req.filters["kb"] if s not in found]
+    if missing:
+        raise SearchError(f"Unknown knowledge base(s): {', '.join(missing)}.")
+    return tuple(sorted(found.values()))
+
+
+def _slugs(kb_ids):
+    return KnowledgeBase.objects.filter(id__in=kb_ids).values_list("slug", flat=True)

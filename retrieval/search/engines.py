@@ -1,0 +1,177 @@
+"""Engine calls of one search: each a leaf task with a deadline, joined in the request thread.
+
+The rule that keeps search from deadlocking: a task on these pools makes exactly one engine call
+and never waits on another task. Every stage plans its calls, starts them (`start_*`), and joins
+them (`wait`) in the thread that serves the request. A pool per engine is a bulkhead: a vector
+index that stops answering fills only the vector pool, and keyword searches go on.
+
+Every join has a deadline (`SEARCH_ENGINE_TIMEOUT_SECONDS`, counted from the moment the call was
+started, so time spent queued counts). A call past its deadline raises `EngineTimeout` (HTTP 504),
+an engine that fails raises `EngineUnavailable` (HTTP 503); both name the engine. A call that
+timed out may still occupy its pool thread until the engine answers or its client times out
+(pymilvus, SQLite's busy timeout and OpenSearch each have their own); later calls then queue
+behind it, and reach their own deadline instead of hanging.
+"""
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+
+from retrieval import builds
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import Hit, IndexFilter
+from retrieval.embeddings import embedder
+
+log = logging.getLogger(__name__)
+
+ENGINE_NAMES = {"embedder": "the embedding model", "vector": "the vector index", "keyword": "the keyword index"}
+# Threads per engine. Milvus Lite answers one search at a time, so more vector threads only queue
+# there; the keyword index and the embedder release the GIL in C.
+_POOL_SIZES = {"embedder": 4, "vector": 8, "keyword": 8}
+_pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+class EngineError(Exception):
+    """An engine failed to answer a search; `status` is the HTTP status the API answers with."""
+
+    status = 503
+
+    def __init__(self, engine: str, message: str):
+        super().__init__(message)
+        self.engine = engine
+
+
+class EngineUnavailable(EngineError):
+    status = 503
+
+
+class EngineTimeout(EngineError):
+    status = 504
+
+
+def _pool(engine: str) -> ThreadPoolExecutor:
+    with _pools_lock:
+        if engine not in _pools:
+            _pools[engine] = ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}")
+        return _pools[engine]
+
+
+@dataclass
+class Pending:
+    """A started engine call: its future, which engine, and when it must have answered."""
+
+    engine: str
+    future: Future
+    deadline: float
+
+
+def start(engine: str, fn, *args, **kwargs) -> Pending:
+    timeout = settings.SEARCH_ENGINE_TIMEOUT_SECONDS
+    return Pending(engine, _pool(engine).submit(fn, *args, **kwargs), time.monotonic() + timeout)
+
+
+def wait(pending: Pending):
+    """The call's result, or EngineTimeout/EngineUnavailable naming the engine. Only the request thread waits."""
+    name = ENGINE_NAMES[pending.engine]
+    try:
+        return pending.future.result(timeout=max(0.0, pending.deadline - time.monotonic()))
+    except FutureTimeout:
+        pending.future.cancel()  # still queued: it never runs; running: its result is dropped
+        timeout = settings.SEARCH_ENGINE_TIMEOUT_SECONDS
+        raise EngineTimeout(pending.engine, f"Search failed: {name} did not answer within {timeout:g} s.") from None
+    except (ValueError, TypeError):
+        raise  # a bad argument is a bug of ours or a refused filter, not an engine outage
+    except Exception as exc:
+        log.warning("search: %s failed: %s: %s", name, type(exc).__name__, exc)
+        raise EngineUnavailable(pending.engine, f"Search failed: {name} is unavailable ({type(exc).__name__}: "
+                                                f"{str(exc)[:300]}).") from exc
+
+
+class Engines:
+    """The engine calls of one search, for one query text, in one index build.
+
+    The build is read once, when the search starts, so an online reindex switching builds meanwhile
+    cannot pair a query embedded by one build's model with the other build's vectors (the old build
+    stays for LOCI_REINDEX_DRAIN_SECONDS after a switch). The query is embedded once, on first need,
+    and the embedding shared by every dense call.
+    `prefetch` records one engine answer for a set of ids so that later calls for a subset of them
+    (with the same filter otherwise) are read from it instead of asking the engine again.
+    """
+
+    def __init__(self, query: str, build: "builds.Build | None" = None):
+        self.query = query
+        self.build = build or builds.current().live
+        self._qvec_call: Pending | None = None
+        self._qvec: list[float] | None = None
+        self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
+
+    def with_query(self, query: str) -> "Engines":
+        return Engines(query, self.build)
+
+    # --- starting calls (request thread)
+    def start_embedding(self) -> None:
+        if self._qvec_call is None and self._qvec is None:
+            self._qvec_call = start("embedder", self._embed_query, self.query)
+
+    def _embed_query(self, query: str) -> list[float]:  # on the embedder pool
+        return [float(x) for x in embedder(self.build.embedder).embed_query(query)]
+
+    def qvec(self) -> list[float]:
+        if self._qvec is None:
+            self.start_embedding()
+            self._qvec = wait(self._qvec_call)
+        return self._qvec
+
+    def start_dense(self, flt: IndexFilter, limit: int, floor: float | None = None):
+        """A dense call (answered from the prefetch table when it covers `flt`), to be joined with `result`."""
+        hits = self._from_prefetched(flt, 0)
+        if hits is not None:
+            return [h for h in hits if floor is None or h.score >= floor][:limit]
+        return start("vector", vector_index(build=self.build.number).search, self.qvec(), flt, limit, min_score=floor)
+
+    def start_bm25(self, flt: IndexFilter, limit: int):
+        hits = self._from_prefetched(flt, 1)
+        if hits is not None:
+            return hits[:limit]
+        return start("keyword", keyword_index(build=self.build.number).search, self.query, flt, limit)
+
+    def start_both(self, flt: IndexFilter, limit: int):
+        """BM25 first, so it runs while the query is embedded; then dense."""
+        self.start_embedding()
+        sparse = self.start_bm25(flt, limit)
+        return self.start_dense(flt, limit), sparse
+
+    # --- joining (request thread)
+    @staticmethod
+    def result(call) -> list[Hit]:
+        return wait(call) if isinstance(call, Pending) else call
+
+    def dense(self, flt: IndexFilter, limit: int, floor: float | None = None) -> list[Hit]:
+        return self.result(self.start_dense(flt, limit, floor))
+
+    def bm25(self, flt: IndexFilter, limit: int) -> list[Hit]:
+        return self.result(self.start_bm25(flt, limit))
+
+    def both(self, flt: IndexFilter, limit: int) -> tuple[list[Hit], list[Hit]]:
+        dense, sparse = self.start_both(flt, limit)
+        return self.result(dense), self.result(sparse)
+
+    # --- the prefetch table
+    def prefetch(self, flt: IndexFilter, ids: set, hits: tuple[list[Hit], list[Hit]]) -> None:
+        self._prefetched[replace(flt, ids=())] = (ids, hits)
+
+    def _from_prefetched(self, flt: IndexFilter, engine: int) -> list[Hit] | None:
+        """A call for ids that a prefetch scored, with the same filter otherwise, answered from its result."""
+        asked, hits = self._prefetched.get(replace(flt, ids=()), (set(), None))
+        if not flt.ids or not asked.issuperset(flt.ids):
+            return None
+        # A subset of an engine's answer in its order: each hit's score does not depend on which
+        # other ids were asked (exact cosine; BM25 with corpus-wide statistics).
+        wanted = set(flt.ids)
+        return [h for h in hits[engine] if h.id in wanted]

@@ -1,0 +1,71 @@
+"""Hostile JSON bodies get a 4xx with a reason on every JSON endpoint, never a 500."""
+
+import pytest
+from rest_framework.test import APIClient
+
+SEARCH = "/api/v1/memories/search"
+ENDPOINTS = [SEARCH, "/api/v1/memories", "/api/v1/knowledge-bases"]
+
+HOSTILE = {
+    "NaN": (b'{"query": "x", "top_k": NaN}', "NaN"),
+    "Infinity": (b'{"query": "x", "filters": {"document_id": [Infinity]}}', "Infinity"),
+    "-Infinity": (b'{"query": "x", "top_k": -Infinity}', "Infinity"),
+    "deep": (b'{"query": "x", "filters": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested"),
+    "deep-500": (b'{"query": "x", "filters": {"kb": ' + b"[" * 500 + b"]" * 500 + b"}}", "nested"),
+    "bad-utf8": (b'{"query": "caf\xe9 \xff\xfe"}', "UTF-8"),
+    "lone-surrogate": (b'{"query": "x\\ud800y"}', "surrogate"),
+    "nul": (b'{"query": "x", "filters": {"user_id": "a\\u0000b"}}', "NUL"),
+    "not-json": (b'{"query": ', "JSON"),
+}
+
+
+@pytest.fixture
+def client(world):
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.alice_key}")
+    return client
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_hostile_json_is_refused_with_a_reason(client, path, name):
+    body, reason = HOSTILE[name]
+    response = client.generic("POST", path, body, content_type="application/json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert reason in response.json()["error"]
+
+
+@pytest.mark.parametrize("ids, reason", [
+    ([2**63], "from 1 to"),
+    ([10**30], "from 1 to"),
+    ([-1], "from 1 to"),
+    ([0], "from 1 to"),
+    (["99999999999999999999999"], "from 1 to"),
+    ([1.5], "list of integers"),
+])
+def test_document_ids_outside_the_database_range_are_refused(client, ids, reason):
+    response = client.post(SEARCH, {"query": "x", "filters": {"document_id": ids}}, format="json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert reason in response.json()["error"]
+
+
+@pytest.mark.parametrize("key", ["group_id", "agent_id"])
+def test_filters_that_memories_do_not_carry_are_refused(client, key):
+    # Memories are not recorded per group or agent, so such a filter could only be ignored.
+    response = client.post(SEARCH, {"query": "x", "filters": {key: "team-a"}}, format="json")
+    assert response.status_code == 400
+    assert f"'filters.{key}' is not supported" in response.json()["error"]
+
+
+def test_an_oversized_json_body_is_refused(client, settings):
+    settings.LOCI_MAX_JSON_BYTES = 1000
+    response = client.generic("POST", SEARCH, b'{"query": "' + b"x" * 2000 + b'"}', content_type="application/json")
+    assert response.status_code == 413
+    assert "the limit is" in response.json()["error"]
+
+
+def test_console_status_ids_beyond_64_bits_match_nothing(world):
+    client = APIClient(raise_request_exception=False)
+    client.force_login(world.alice)
+    response = client.get("/documents/status.json?ids=99999999999999999999999,1")
+    assert response.status_code == 200 and response.json() == {"documents": []}
