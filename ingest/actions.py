@@ -5,9 +5,11 @@ import logging
 import tempfile
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.files import File
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from ingest.models import Chunk, Document, Memory, MemoryHistory
 from tenants.access import Scope
@@ -50,10 +52,18 @@ def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, 
 
 
 def rerun_document(scope: Scope, document: Document) -> Document:
-    """Queue a finished (failed or ready) document again from the start."""
+    """Queue a finished (failed or ready) or stalled document again from the start.
+
+    Stalled: unfinished and not moved for a lease. Its claim is dropped, so a holder that is in fact
+    still alive finds every further write refused and stops.
+    """
     scope.require_kb(document.kb_id)
-    updated = Document.objects.filter(pk=document.pk, status__in=[Document.Status.FAILED, Document.Status.READY]).update(
-        status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None
+    stale = timezone.now() - timezone.timedelta(seconds=settings.LOCI_STAGE_LEASE_SECONDS)
+    rerunnable = Q(status__in=[Document.Status.FAILED, Document.Status.READY]) | Q(
+        status__in=Document.ACTIVE_STATUSES, updated_at__lt=stale)
+    updated = Document.objects.filter(rerunnable, pk=document.pk).update(
+        status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None, claim_token=None,
+        retryable=True, updated_at=timezone.now()
     )
     if updated:
         document.attempts += 1

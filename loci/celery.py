@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
 
@@ -18,3 +18,12 @@ def _ensure_broker_dirs(sender, **kwargs):
     for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)
+
+
+@signals.worker_ready.connect
+def _start_sweeper(sender, **kwargs):
+    # In the worker's main process, not its pool children: one sweeper per worker, whose lifetime
+    # is the worker's. A killed worker's documents are swept by the next worker (or `up`) to run.
+    from ingest.sweeper import start_sweeper
+
+    start_sweeper()

@@ -200,6 +200,13 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minim
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=20)
 # A stage whose document has not moved for this long may be taken over by a re-delivered task.
 LOCI_STAGE_LEASE_SECONDS = env_int("LOCI_STAGE_LEASE_SECONDS", 60, minimum=1)
+# How often each worker (and `up`) looks for stages whose lease ran out, and documents waiting for
+# their next stage for longer than LOCI_STALLED_QUEUE_SECONDS (their message may be lost).
+LOCI_SWEEP_INTERVAL_SECONDS = env_float("LOCI_SWEEP_INTERVAL_SECONDS", 30.0, minimum=0.2)
+LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=1)
+# How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
+# answer, with backoff, before the document fails with a reason naming it.
+LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

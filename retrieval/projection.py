@@ -6,9 +6,10 @@ and, while an online reindex runs, the one it is building, each embedded by its 
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from itertools import chain
-from typing import Callable, Iterable
+from typing import Callable, ContextManager, Iterable
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -73,23 +74,32 @@ def row_for_memory(memory: Memory) -> IndexRow:
 
 def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None,
                check: "Callable[[list[IndexRow], bool], bool | None] | None" = None,
-               targets: list[Build] | None = None) -> int:
+               targets: list[Build] | None = None, guard: Callable[[], ContextManager] = nullcontext) -> int:
     """Embed (batched, cached by content) and upsert rows into both indexes of every build that must have them.
 
     `targets` None: the builds the state names at each batch (the live one, and the one a reindex is
     building), read again per batch so a reindex that starts mid-write gets the rest of it.
     `check(written, exclusive)` runs after every batch with every row written so far: it returns
     where the next batch goes (the tenant's isolation may have changed), or None to stop.
+    Each batch's upserts into every build, and its check, run inside `guard()`: the index stage
+    passes its claim, so a stage that lost its claim, or whose document was deleted, writes no
+    further batch (ClaimLost, DocumentGone), and neither a take-over nor a delete commits mid-batch
+    (a delete waits for the guard's commit, and its index removal runs after it). The embedding,
+    the slow part, comes first, outside the guard, so its transaction stays short.
     """
     written: list[IndexRow] = []
     for start in range(0, len(rows), EMBED_BATCH):
         batch = rows[start:start + EMBED_BATCH]
-        _upsert(batch, exclusive, targets)
-        written += batch
-        if check is not None:
-            exclusive = check(written, exclusive)
-            if exclusive is None:
-                break
+        embedded = _embed(batch, targets)
+        with guard():
+            _write_embedded(embedded, exclusive)
+            written += batch
+            # Under the guard too: the check's own writes (rows moved after an isolation switch) are
+            # the stage's writes, refused like the rest once the claim is lost.
+            if check is not None:
+                exclusive = check(written, exclusive)
+        if exclusive is None:
+            break
         if progress:
             progress((start + len(batch)) / len(rows))
     return len(written)
@@ -97,7 +107,13 @@ def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[flo
 
 def _upsert(rows: list[IndexRow], exclusive: bool, targets: list[Build] | None = None) -> None:
     """Embed rows with each target build's embedder and upsert them into that build's indexes."""
-    vectors: dict[str, list] = {}  # by embedder alias: two builds of one model embed once
+    _write_embedded(_embed(rows, targets), exclusive)
+
+
+def _embed(rows: list[IndexRow], targets: list[Build] | None = None) -> list[tuple[Build, list[IndexRow]]]:
+    """Each target build with the rows embedded by its embedder (two builds of one model embed once)."""
+    vectors: dict[str, list] = {}
+    out = []
     for n, build in enumerate(targets or builds.current().targets()):
         if build.embedder not in vectors:
             made = embedder(build.embedder).embed_documents([r.text for r in rows])
@@ -105,11 +121,16 @@ def _upsert(rows: list[IndexRow], exclusive: bool, targets: list[Build] | None =
         if n == 0:  # the caller's rows carry the first target's vectors, as they always have
             for row, vector in zip(rows, vectors[build.embedder]):
                 row.vector = vector
-            rows_here = rows
+            out.append((build, rows))
         else:
-            rows_here = [replace(row, vector=vector) for row, vector in zip(rows, vectors[build.embedder])]
-        vector_index(build=build.number).upsert(rows_here, exclusive=exclusive)
-        keyword_index(build=build.number).upsert(rows_here, exclusive=exclusive)
+            out.append((build, [replace(row, vector=vector) for row, vector in zip(rows, vectors[build.embedder])]))
+    return out
+
+
+def _write_embedded(embedded: list[tuple[Build, list[IndexRow]]], exclusive: bool) -> None:
+    for build, rows in embedded:
+        vector_index(build=build.number).upsert(rows, exclusive=exclusive)
+        keyword_index(build=build.number).upsert(rows, exclusive=exclusive)
 
 
 def still_wanted(tenant_id: int, *, document_id: int | None = None):
@@ -165,12 +186,18 @@ def document_rows(document: Document) -> list[IndexRow]:
     return rows
 
 
-def index_document_rows(document: Document, progress=None) -> int:
-    """Write a document's rows; a document deleted meanwhile stops it quietly, its rows removed."""
+def index_document_rows(document: Document, progress=None, guard: Callable[[], ContextManager] = nullcontext) -> int:
+    """Write a document's rows; a document deleted meanwhile stops it quietly, its rows removed.
+
+    The index stage passes its claim as `guard` (see write_rows): a document deleted meanwhile then
+    stops it at its next batch with DocumentGone, the delete's removal running after the last batch
+    written. Without a guard the after-batch check finds it gone, removes its rows and ends the write.
+    """
     tenant_id, kb_id = document.kb.tenant_id, document.kb_id
-    remove_document_rows(tenant_id, kb_id, document.pk)  # rows of a previous run (e.g. fewer chunks now) must not linger
+    with guard():  # rows of a previous run (e.g. fewer chunks now) must not linger
+        remove_document_rows(tenant_id, kb_id, document.pk)
     return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress,
-                      check=still_wanted(tenant_id, document_id=document.pk))
+                      check=still_wanted(tenant_id, document_id=document.pk), guard=guard)
 
 
 def index_memories(memories: Iterable[Memory]) -> int:

@@ -122,11 +122,19 @@ class Worker:
         if self.proc is not None:
             self.proc.wait(timeout=30)
 
+    def pause(self) -> None:
+        """SIGSTOP the whole group: a worker frozen mid-stage (swapped out, a VM paused), not dead."""
+        _kill_group(self.proc, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        _kill_group(self.proc, signal.SIGCONT)
+
     def stop(self, timeout: float = 20) -> None:
         """Warm shutdown (SIGTERM), then SIGKILL whatever is left of the group."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            _kill_group(self.proc, signal.SIGCONT)  # a paused worker cannot shut down
             _kill_group(self.proc, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)

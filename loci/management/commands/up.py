@@ -36,6 +36,9 @@ class Command(BaseCommand):
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
+        from ingest.sweeper import start_sweeper
+
+        start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)
         python = sys.executable
         commands = [
             [python, "-m", "uvicorn", "loci.asgi:application", "--host", opts["host"], "--port", str(opts["port"]),
