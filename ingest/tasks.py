@@ -13,6 +13,7 @@ from ingest import pipeline
 from ingest.extraction.base import ExtractionError
 from ingest.models import Document
 from ingest.parsing.base import ParseError, TransientParseError
+from loci import metrics
 
 log = logging.getLogger(__name__)
 Status = Document.Status
@@ -37,6 +38,7 @@ STAGES = {
     "extract": Stage(Status.PARSING, Status.EXTRACTING, pipeline.extract_memories, "index"),
     "index": Stage(Status.EXTRACTING, Status.INDEXING, pipeline.index_document, None),
 }
+STAGES = metrics.instrument_stages(STAGES, transient=TRANSIENT_ERRORS, timeout=SoftTimeLimitExceeded)
 
 
 def run_stage(document_id: int, stage_name: str) -> bool:

@@ -7,6 +7,8 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from loci import metrics
+
 
 class Command(BaseCommand):
     help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
@@ -33,6 +35,7 @@ class Command(BaseCommand):
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
+        metrics.clear_files()  # counters start from zero with this run's processes
         python = sys.executable
         commands = [
             [python, "-m", "uvicorn", "loci.asgi:application", "--host", opts["host"], "--port", str(opts["port"]),
