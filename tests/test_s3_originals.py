@@ -22,7 +22,8 @@ from tests.worker_process import REPO, _kill_group, app_env, free_port
 
 BUCKET = "loci-originals"
 PREFIX = "tenant-files"
-CREDENTIALS = {"LOCI_S3_ACCESS_KEY_ID": "testing", "LOCI_S3_SECRET_ACCESS_KEY": "testing", "LOCI_S3_REGION": "us-east-1"}
+CREDENTIALS = {"LOCI_S3_ACCESS_KEY_ID": "testing", "LOCI_S3_SECRET_ACCESS_KEY": "testing",
+               "LOCI_S3_REGION": "us-east-1"}
 
 
 @pytest.fixture
@@ -51,10 +52,12 @@ def s3_server(tmp_path):
 
 def _settings_storage(tmp_path, **env) -> dict:
     """STORAGES["default"] as loci/settings.py builds it from this environment (in a fresh process)."""
-    code = "import django, json; django.setup(); from django.conf import settings; print(json.dumps(settings.STORAGES['default']))"
+    code = ("import django, json; django.setup(); from django.conf import settings; "
+            "print(json.dumps(settings.STORAGES['default']))")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=app_env(tmp_path / "var", **env),
                          capture_output=True, text=True, timeout=120)
-    return {"returncode": run.returncode, "stderr": run.stderr, **(json.loads(run.stdout) if run.returncode == 0 else {})}
+    conf = json.loads(run.stdout) if run.returncode == 0 else {}
+    return {"returncode": run.returncode, "stderr": run.stderr, **conf}
 
 
 @pytest.fixture
