@@ -10,6 +10,7 @@ from ingest.chunking import chunk_document
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.models import Chunk, Document, Memory
+from ingest.originals import local_original
 from ingest.parsing.base import ParseError
 from ingest.upload_limits import limit_megabytes, megabytes
 
@@ -40,11 +41,8 @@ def parse_and_chunk(document: Document) -> int:
         raise ParseError(
             f"The file is {megabytes(document.size)}; the limit is {limit_megabytes(settings.LOCI_MAX_UPLOAD_BYTES)}."
         )
-    try:
-        path = document.original.path
-    except (ValueError, NotImplementedError):
-        raise ParseError("The original file is missing from storage.") from None
-    parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES)
+    with local_original(document.original) as path:  # a temporary copy when the storage is an object store
+        parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES)
     document.set_progress(_band(PARSE_BAND, 0.7), "chunking")
     parents = chunk_document(parsed)
     if not parents:

@@ -15,6 +15,7 @@ from ingest.extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
 from ingest.models import ClaimLost, Document, DocumentGone
 from ingest.parsing.base import ParseError
+from loci import metrics
 
 log = logging.getLogger(__name__)
 Status = Document.Status
@@ -42,6 +43,8 @@ STAGES = {
 STAGE_OF_STATUS = {stage.status: name for name, stage in STAGES.items()}
 # Outcomes of stage_outcome.
 FINISHED, NOT_CLAIMED, STOPPED = "finished", "not claimed", "stopped"
+STAGES = metrics.instrument_stages(STAGES, transient=lambda exc: outage_of(exc) is not None,
+                                   timeout=SoftTimeLimitExceeded, lost=ClaimLost)
 
 
 def run_stage(document_id: int, stage_name: str) -> bool:

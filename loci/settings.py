@@ -1,5 +1,6 @@
 """Loci settings: one module, read from the environment (see the settings table in README.md)."""
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -124,8 +125,35 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 MEDIA_ROOT = Path(env_str("LOCI_MEDIA_ROOT", str(VAR_DIR / "media")))
+# Originals: files under MEDIA_ROOT, or objects in an S3-compatible bucket (django-storages). Parsers
+# read a local copy of an object (ingest/originals.py), downloads stream it through the API.
+LOCI_STORAGE = env_choice("LOCI_STORAGE", "filesystem", {"filesystem", "s3"})
+if LOCI_STORAGE == "s3":
+    if not env_str("LOCI_S3_BUCKET"):
+        raise ImproperlyConfigured("LOCI_STORAGE=s3 needs LOCI_S3_BUCKET")
+    # Path style (endpoint/bucket/key) is what MinIO, Ceph and moto answer without wildcard DNS.
+    _S3_ADDRESSING = env_choice("LOCI_S3_ADDRESSING_STYLE", "path", {"path", "virtual", "auto"})
+    _ORIGINALS = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("LOCI_S3_BUCKET"),
+            "endpoint_url": env_str("LOCI_S3_ENDPOINT_URL") or None,  # unset: AWS itself
+            "region_name": env_str("LOCI_S3_REGION") or None,
+            # Unset: boto3's own chain (AWS_ACCESS_KEY_ID…, ~/.aws, an instance role).
+            "access_key": env_str("LOCI_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("LOCI_S3_SECRET_ACCESS_KEY") or None,
+            "location": env_str("LOCI_S3_PREFIX").strip("/"),
+            "addressing_style": None if _S3_ADDRESSING == "auto" else _S3_ADDRESSING,
+            "default_acl": None,  # the bucket's own policy: originals are never public
+            # Two uploads of one file into one KB are the same object (sha256 names); never clobber
+            # a name another document still points at.
+            "file_overwrite": False,
+        },
+    }
+else:
+    _ORIGINALS = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": _ORIGINALS,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
@@ -322,6 +350,17 @@ MRAG_RERANK = env_bool("MRAG_RERANK", False)
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
+
+# --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
+# folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
+# prometheus_client's multiprocess mode, which reads PROMETHEUS_MULTIPROC_DIR when it is first imported:
+# settings always load before it, and always set it, so an inherited value never points a process
+# of one var dir at another's files.
+LOCI_METRICS_DIR = Path(env_str("LOCI_METRICS_DIR", str(VAR_DIR / "metrics"))).resolve()
+LOCI_METRICS_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(LOCI_METRICS_DIR)
+# A Prometheus server sends it as `Authorization: Bearer …`; staff sessions need none.
+LOCI_METRICS_TOKEN = env_str("LOCI_METRICS_TOKEN")
 
 LOGGING = {
     "version": 1,

@@ -4,7 +4,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
@@ -86,4 +86,8 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     def original(self, request, pk=None):
         """Download the original file as uploaded."""
         document = get_object_or_404(self.get_queryset(), pk=pk)
-        return FileResponse(document.original.open("rb"), as_attachment=True, filename=document.filename)
+        try:
+            handle = document.original.open("rb")
+        except (FileNotFoundError, ValueError):
+            raise NotFound("The original file is missing from storage.") from None
+        return FileResponse(handle, as_attachment=True, filename=document.filename)

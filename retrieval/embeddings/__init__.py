@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from loci.backends import embedders
+from loci.metrics import metered_embedder
 from retrieval.embeddings.base import Embedder, EmbeddingError
 
 __all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "configured_embedder", "embedder",
@@ -73,6 +74,7 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
         fallback = ""
 
     def wrap(provider: Embedder) -> Embedder:
+        provider = metered_embedder(provider)  # under the cache: counts the model's work, not lookups
         if not cache:
             return provider
         from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from loci import metrics
 from retrieval import results
 from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
@@ -52,6 +53,7 @@ class Run:
         return flat.vector(self.scope, self.req, self.base, self.engines)
 
 
+@metrics.timed_search
 def search(scope: Scope, req: SearchRequest) -> dict:
     started = time.perf_counter()
     run = Run.start(scope, req)

@@ -6,6 +6,8 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from loci import metrics
+
 
 class Command(BaseCommand):
     help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
@@ -36,6 +38,7 @@ class Command(BaseCommand):
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
+        metrics.clear_files()  # counters start from zero with this run's processes
         from ingest.sweeper import start_sweeper
 
         start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)

@@ -1,0 +1,266 @@
+"""Prometheus metrics: what the pipeline, search and embedders record, and what a scrape reads.
+
+Counters and histograms are prometheus_client's multiprocess files under LOCI_METRICS_DIR (settings
+point PROMETHEUS_MULTIPROC_DIR there before this module is imported), so the web server's /metrics
+sums every process of one installation: each uvicorn worker, each Celery pool process, and
+management commands such as `ingest --wait`. State (documents per status, stalled documents, index
+rows) is read from the database and the indexes at scrape time instead: it is the same whichever
+process answers, and a dead process cannot leave a stale gauge behind.
+
+Hooks, one line each: `instrument_stages` (ingest/tasks.py), `timed_search` (retrieval/search),
+`metered_embedder` (retrieval/embeddings).
+"""
+
+import dataclasses
+import functools
+import hmac
+import logging
+import time
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+log = logging.getLogger(__name__)
+
+# Stages run from well under a second (extract) to the 30-minute task limit (OCR, embedding a book).
+_STAGE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
+# Searches: a few ms (keyword) to SEARCH_ENGINE_TIMEOUT_SECONDS (15 s by default) and agentic's LLM calls.
+_SEARCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60)
+
+STAGE_SECONDS = Histogram(
+    "loci_ingest_stage_duration_seconds", "Time a claimed ingestion stage ran, by its outcome.",
+    ["stage", "outcome"], buckets=_STAGE_BUCKETS,
+)
+STAGE_FAILURES = Counter(
+    "loci_ingest_stage_failures", "Ingestion stages that ended in an error: failed (the document is marked "
+    "failed), timeout (its time limit), transient (retried with backoff).", ["stage", "kind"],
+)
+SEARCH_SECONDS = Histogram(
+    "loci_search_duration_seconds", "Search latency by requested method; outcome error is a refused or "
+    "failed search (400, 503, 504).", ["method", "outcome"], buckets=_SEARCH_BUCKETS,
+)
+EMBEDDED_TEXTS = Counter(
+    "loci_embedding_texts", "Texts the embedding model computed (cache hits excluded).", ["embedder", "kind"])
+EMBEDDING_SECONDS = Counter(
+    "loci_embedding_seconds", "Seconds the embedding model spent; texts / seconds is its throughput.",
+    ["embedder", "kind"],
+)
+
+
+# --- Hooks ---------------------------------------------------------------------------------------
+
+def instrument_stages(stages: dict, *, transient, timeout: type, lost: type) -> dict:
+    """The same stages, each step timed and its failures counted; steps run only once claimed.
+
+    `transient(exc)` tells an engine outage (retried) from a failure; `lost` is the exception of a
+    stage whose claim was taken over (it stops without failing the document)."""
+    return {name: dataclasses.replace(stage, step=_timed_step(name, stage.step, transient, timeout, lost))
+            for name, stage in stages.items()}
+
+
+def _timed_step(stage_name: str, step, transient, timeout: type, lost: type):
+    @functools.wraps(step)
+    def timed(document):
+        started, outcome = time.perf_counter(), "failed"
+        try:
+            result = step(document)
+            outcome = "ok"
+            return result
+        except lost:
+            outcome = "lost"
+            raise
+        except timeout:
+            outcome = "timeout"
+            raise
+        except Exception as exc:
+            outcome = "transient" if transient(exc) else "failed"
+            raise
+        finally:
+            STAGE_SECONDS.labels(stage_name, outcome).observe(time.perf_counter() - started)
+            if outcome != "ok":
+                STAGE_FAILURES.labels(stage_name, outcome).inc()
+
+    return timed
+
+
+def timed_search(search):
+    """Wrap the one search function: latency per requested method (validated, so a bounded label set)."""
+    @functools.wraps(search)
+    def timed(scope, req):
+        started, outcome = time.perf_counter(), "error"
+        try:
+            response = search(scope, req)
+            outcome = "ok"
+            return response
+        finally:
+            SEARCH_SECONDS.labels(req.method, outcome).observe(time.perf_counter() - started)
+
+    return timed
+
+
+class MeteredEmbedder:
+    """An embedding provider whose calls are counted; it sits under the cache, so only real work counts."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts):
+        started = time.perf_counter()
+        vectors = self.inner.embed_documents(texts)
+        self._record("document", len(texts), started)
+        return vectors
+
+    def embed_query(self, text):
+        started = time.perf_counter()
+        vector = self.inner.embed_query(text)
+        self._record("query", 1, started)
+        return vector
+
+    def _record(self, kind: str, texts: int, started: float) -> None:
+        EMBEDDED_TEXTS.labels(self.inner.name, kind).inc(texts)
+        EMBEDDING_SECONDS.labels(self.inner.name, kind).inc(time.perf_counter() - started)
+
+    def __getattr__(self, attribute):  # close(), or a provider's own extras
+        return getattr(self.inner, attribute)
+
+
+def metered_embedder(provider):
+    return MeteredEmbedder(provider)
+
+
+# --- State read at scrape time -------------------------------------------------------------------
+
+class StateCollector:
+    """Gauges computed when scraped: documents per status, stalled documents, rows per index and tenant."""
+
+    def collect(self):
+        yield from self._documents()
+        yield from self._index_rows()
+
+    def _documents(self):
+        from django.db.models import Min
+
+        from ingest.models import Document
+
+        Status = Document.Status
+        per_status = _count_by_status(Document.objects.all())
+        documents = GaugeMetricFamily("loci_documents", "Documents per status; queued to indexing is the "
+                                      "ingestion backlog.", labels=["status"])
+        for status in Status.values:
+            documents.add_metric([status], per_status.get(status, 0))
+        yield documents
+
+        # A stage's worker keeps its document moving (progress updates touch updated_at); one that has not
+        # moved for a lease is held by a dead or stuck worker, and a re-delivered task may take it over.
+        stale = timezone.now() - timezone.timedelta(seconds=settings.LOCI_STAGE_LEASE_SECONDS)
+        in_stage = (Status.PARSING, Status.EXTRACTING, Status.INDEXING)
+        stalled_by_status = _count_by_status(Document.objects.filter(status__in=in_stage, updated_at__lt=stale))
+        stalled = GaugeMetricFamily("loci_documents_stalled", "Documents in a stage that has not moved for "
+                                    "longer than LOCI_STAGE_LEASE_SECONDS.", labels=["status"])
+        for status in in_stage:
+            stalled.add_metric([status], stalled_by_status.get(status, 0))
+        yield stalled
+
+        oldest = Document.objects.filter(status=Status.QUEUED).aggregate(t=Min("updated_at"))["t"]
+        yield GaugeMetricFamily("loci_documents_queued_oldest_seconds", "Age of the oldest queued document "
+                                "(0 when none): grows while no worker takes work.",
+                                value=(timezone.now() - oldest).total_seconds() if oldest else 0.0)
+
+    def _index_rows(self):
+        from retrieval.backends import keyword_index, vector_index
+        from retrieval.backends.base import IndexFilter
+        from tenants.models import KnowledgeBase, Tenant
+
+        kb_ids: dict[int, list[int]] = {}
+        for tenant_id, kb_id in KnowledgeBase.objects.values_list("tenant_id", "pk"):
+            kb_ids.setdefault(tenant_id, []).append(kb_id)
+        rows = GaugeMetricFamily("loci_index_rows", "Rows in each index projection per tenant, every "
+                                 "status included (one count per tenant and index per scrape).",
+                                 labels=["index", "tenant"])
+        errors = GaugeMetricFamily("loci_index_count_errors", "Index projections that could not be counted "
+                                   "during this scrape.", labels=["index"])
+        tenants = list(Tenant.objects.values_list("pk", "slug", "isolation"))
+        for name, index in (("vector", vector_index), ("keyword", keyword_index)):
+            try:
+                for tenant_id, slug, isolation in tenants:
+                    flt = IndexFilter(tenant_id=tenant_id, kb_ids=tuple(kb_ids.get(tenant_id, ())),
+                                      exclusive=isolation == Tenant.Isolation.EXCLUSIVE, statuses=())
+                    rows.add_metric([name, slug], index().count(flt) if flt.kb_ids else 0)
+                errors.add_metric([name], 0)
+            except Exception:  # an index that is down must not hide every other metric
+                log.warning("metrics: could not count the %s index", name, exc_info=True)
+                errors.add_metric([name], 1)
+        yield rows
+        yield errors
+
+
+def _count_by_status(documents) -> dict[str, int]:
+    from django.db.models import Count
+
+    return {row["status"]: row["n"] for row in documents.order_by().values("status").annotate(n=Count("pk"))}
+
+
+# --- Exposition ----------------------------------------------------------------------------------
+
+def exposition() -> bytes:
+    """Every process's counters and histograms, and the state gauges, in the Prometheus text format."""
+    registry = CollectorRegistry()
+    if values.ValueClass is values.MutexValue:  # prometheus_client was imported before settings set the dir
+        from prometheus_client import REGISTRY
+
+        registry = REGISTRY  # this process only
+        log.warning("metrics: multiprocess mode is off; /metrics shows this process only")
+    else:
+        MultiProcessCollector(registry, path=str(settings.LOCI_METRICS_DIR))
+    state = CollectorRegistry(auto_describe=False)
+    state.register(StateCollector())
+    return generate_latest(registry) + generate_latest(state)
+
+
+def clear_files() -> int:
+    """Remove the counters of earlier runs (before `up` starts its processes); returns files removed.
+
+    prometheus_client asks for a fresh folder per run: a new process whose pid an old one had would
+    otherwise continue that process's file, and files of dead processes would pile up.
+    """
+    removed = 0
+    for path in settings.LOCI_METRICS_DIR.glob("*.db"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+@require_GET
+def metrics_view(request):
+    """GET /metrics: for a staff session, or `Authorization: Bearer $LOCI_METRICS_TOKEN`."""
+    header = request.headers.get("Authorization", "")
+    token = settings.LOCI_METRICS_TOKEN
+    if header.startswith("Bearer ") and token and hmac.compare_digest(header[7:].strip().encode(), token.encode()):
+        pass
+    elif header:
+        return _refused(401, "The metrics token is wrong or not configured (LOCI_METRICS_TOKEN).")
+    elif not request.user.is_authenticated:
+        return _refused(401, "Sign in as staff or send Authorization: Bearer <LOCI_METRICS_TOKEN>.")
+    elif not request.user.is_staff:
+        return _refused(403, "Metrics are for staff users.")
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _refused(status: int, reason: str) -> JsonResponse:
+    response = JsonResponse({"error": reason}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
