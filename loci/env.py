@@ -1,6 +1,7 @@
 """Typed readers for environment variables; a bad value raises ImproperlyConfigured."""
 
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -60,6 +61,22 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
+
+
+def env_rate(name: str, default: str | None) -> str | None:
+    """A request rate like `600/min` (per s, min, hour or day); `off` (or 0) means no limit (None)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    if raw.strip().lower() in ("off", "0", "none"):
+        return None
+    match = _RATE.match(raw)
+    if not match or int(match.group(1)) < 1:
+        raise ImproperlyConfigured(f"{name} must be a rate like 600/min (per s, min, hour or day) or off, got {raw!r}")
+    return f"{int(match.group(1))}/{match.group(2).lower()}"
 
 
 def _check_range(name, value, minimum, maximum):

@@ -5,7 +5,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LOCI_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -94,6 +94,12 @@ LOCI_AUTH_THROTTLE_WINDOW = env_int("LOCI_AUTH_THROTTLE_WINDOW", 900, minimum=1)
 LOCI_SIGNIN_FAILURES_PER_USER = env_int("LOCI_SIGNIN_FAILURES_PER_USER", 10, minimum=1)
 LOCI_SIGNIN_FAILURES_PER_IP = env_int("LOCI_SIGNIN_FAILURES_PER_IP", 50, minimum=1)
 LOCI_API_KEY_FAILURES_PER_IP = env_int("LOCI_API_KEY_FAILURES_PER_IP", 20, minimum=1)
+# Requests per API key or signed-in user (tenants/rate_limits.py), in the same cache: every API request,
+# and searches apart (each one embeds a query and runs several index searches). Benchmarks set them off.
+LOCI_RATE_LIMITS = {
+    "user": env_rate("LOCI_RATE_LIMIT_USER", "600/min"),
+    "search": env_rate("LOCI_RATE_LIMIT_SEARCH", "120/min"),
+}
 LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
 
 # The throttle's counters must be seen by every web process: files under var/ serve the processes of
@@ -163,6 +169,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
         "loci.json_parser.StrictJSONParser",

@@ -11,6 +11,8 @@ from tenants.api.scoping import request_scope
 class SearchView(APIView):
     """Search the memories (and chunks) of the knowledge bases the caller may read."""
 
+    throttle_scope = "search"  # LOCI_RATE_LIMIT_SEARCH, beside the caller's overall rate
+
     @extend_schema(
         request={"application/json": {"type": "object"}},
         responses={200: {"type": "object"}},
