@@ -11,6 +11,8 @@ from tests.conftest import api_client
 KBS = "/api/v1/knowledge-bases"
 SEARCH = "/api/v1/memories/search"
 
+pytestmark = pytest.mark.usefixtures("api_schema_check")  # the 429s match the error shape of the schema
+
 
 @pytest.fixture
 def rates(settings):
