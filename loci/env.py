@@ -9,6 +9,35 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+def load_env_file(path) -> list[str]:
+    """Set the variables of a `.env` file (KEY=VALUE lines) that the environment does not already set.
+
+    Every process of an installation reads the same file, so a command run beside the server (ingest,
+    bootstrap, reconcile) uses the server's var dir and engines without repeating them; a variable set
+    in the environment still wins. Returns the names it set."""
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except FileNotFoundError:
+        return []
+    loaded = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ImproperlyConfigured(f"{path}, line {number}: expected NAME=value, got {line!r}")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if name not in os.environ:
+            os.environ[name] = value
+            loaded.append(name)
+    return loaded
+
+
 def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 

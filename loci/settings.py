@@ -5,9 +5,13 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
+from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Settings shared by the server and every command beside it (LOCI_VAR_DIR above all): the project's
+# .env, or the file LOCI_ENV_FILE names; the environment wins over it.
+ENV_FILE = Path(env_str("LOCI_ENV_FILE", str(BASE_DIR / ".env")))
+load_env_file(ENV_FILE)
 VAR_DIR = Path(env_str("LOCI_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its file's folder
 
@@ -219,6 +223,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- `manage.py up`: where the web server listens, and the worker's processes
+LOCI_HOST = env_str("LOCI_HOST", "127.0.0.1")
+LOCI_PORT = env_int("LOCI_PORT", 8000, minimum=1, maximum=65535)
+LOCI_WORKER_CONCURRENCY = env_int("LOCI_WORKER_CONCURRENCY", 2, minimum=1)
 
 # --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
