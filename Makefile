@@ -4,6 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_USER ?= admin
 DEMO_PASSWORD ?= loci-demo-pw
+# Settings (LOCI_PORT, LOCI_VAR_DIR, …) come from the environment or the project's .env, which every
+# manage.py command reads as well: `manage.py up` prints where it serves and where its data is.
+
+# The package is installed again only when pyproject.toml changes: the stamp's name carries its hash
+# (code changes need nothing, the install is editable). `rm .venv/.installed-*` forces a reinstall.
+PYPROJECT_HASH := $(shell sha256sum pyproject.toml 2>/dev/null | cut -c1-16)
+INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
+INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
 .PHONY: run test install install-test migrate demo
 
@@ -11,11 +19,19 @@ $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-install: $(PY)
+$(INSTALLED): | $(PY)
 	$(PY) -m pip install -q -e .
+	rm -f $(VENV)/.installed-[0-9a-f]*
+	touch $@
 
-install-test: $(PY)
+$(INSTALLED_TEST): | $(PY)
 	$(PY) -m pip install -q -e ".[test]"
+	rm -f $(VENV)/.installed-[0-9a-f]* $(VENV)/.installed-test-*
+	touch $(INSTALLED) $@
+
+install: $(INSTALLED)
+
+install-test: $(INSTALLED_TEST)
 
 migrate: install
 	$(PY) manage.py migrate --no-input
@@ -23,7 +39,7 @@ migrate: install
 
 demo: migrate
 	$(PY) manage.py bootstrap --tenant demo --kb docs --user $(DEMO_USER) --password $(DEMO_PASSWORD) --superuser
-	@echo "Sign in at http://127.0.0.1:8000/ as $(DEMO_USER) / $(DEMO_PASSWORD) (admin: /admin/, API docs: /api/docs/)"
+	@echo "Sign in as $(DEMO_USER) / $(DEMO_PASSWORD) at the address printed below (admin: /admin/, API docs: /api/docs/)"
 
 run: demo
 	$(PY) manage.py up

@@ -23,6 +23,9 @@ def setup_django(var_dir: str | None = None, *, eager: bool = True) -> Path:
     os.environ["LOCI_VAR_DIR"] = str(var)
     os.environ.setdefault("MILVUS_LITE_PORT", str(_free_port()))
     os.environ["DJANGO_SETTINGS_MODULE"] = "loci.settings"
+    # A benchmark is one caller asking as fast as it can: the per-key request rates would measure themselves.
+    os.environ.setdefault("LOCI_RATE_LIMIT_USER", "off")
+    os.environ.setdefault("LOCI_RATE_LIMIT_SEARCH", "off")
     if eager:
         os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1"
     import django

@@ -6,9 +6,13 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Settings shared by the server and every command beside it (LOCI_VAR_DIR above all): the project's
+# .env, or the file LOCI_ENV_FILE names; the environment wins over it.
+ENV_FILE = Path(env_str("LOCI_ENV_FILE", str(BASE_DIR / ".env")))
+load_env_file(ENV_FILE)
 VAR_DIR = Path(env_str("LOCI_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its file's folder
 
@@ -28,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI / Redoc assets as static files, no CDN
     "loci",
     "tenants",
     "ingest",
@@ -94,6 +99,12 @@ LOCI_AUTH_THROTTLE_WINDOW = env_int("LOCI_AUTH_THROTTLE_WINDOW", 900, minimum=1)
 LOCI_SIGNIN_FAILURES_PER_USER = env_int("LOCI_SIGNIN_FAILURES_PER_USER", 10, minimum=1)
 LOCI_SIGNIN_FAILURES_PER_IP = env_int("LOCI_SIGNIN_FAILURES_PER_IP", 50, minimum=1)
 LOCI_API_KEY_FAILURES_PER_IP = env_int("LOCI_API_KEY_FAILURES_PER_IP", 20, minimum=1)
+# Requests per API key or signed-in user (tenants/rate_limits.py), in the same cache: every API request,
+# and searches apart (each one embeds a query and runs several index searches). Benchmarks set them off.
+LOCI_RATE_LIMITS = {
+    "user": env_rate("LOCI_RATE_LIMIT_USER", "600/min"),
+    "search": env_rate("LOCI_RATE_LIMIT_SEARCH", "120/min"),
+}
 LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
 
 # The throttle's counters must be seen by every web process: files under var/ serve the processes of
@@ -186,10 +197,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "loci.api_schema.AutoSchema",  # adds the error shape to every operation
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
         "loci.json_parser.StrictJSONParser",
@@ -204,6 +216,13 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"SearchMethodEnum": "retrieval.request.METHODS"},  # method and answered_by
+    # The docs pages load their scripts from our static files (collectstatic, whitenoise), not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No validator badge: it would send the schema's URL to validator.swagger.io.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # --- Celery (every key with the CELERY_ prefix is read by loci/celery.py)
@@ -242,6 +261,12 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Pluggable backends (loci/backends.py), chosen like CACHES: per kind, named aliases of a dotted
 # BACKEND path and its OPTIONS, with a `default` alias; one entry on its own is the default alias.
+# --- `manage.py up`: where the web server listens, and the worker's processes
+LOCI_HOST = env_str("LOCI_HOST", "127.0.0.1")
+LOCI_PORT = env_int("LOCI_PORT", 8000, minimum=1, maximum=65535)
+LOCI_WORKER_CONCURRENCY = env_int("LOCI_WORKER_CONCURRENCY", 2, minimum=1)
+
+# --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
 MILVUS_URI = env_str("MILVUS_URI")
 # Unset: a free port, picked when the embedded server starts and recorded next to var/milvus.db.

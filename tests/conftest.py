@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
+from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DOCS = SHARED_DATA / "docs" / "unstructured"

@@ -5,6 +5,8 @@ from django.http import Http404
 from tenants.access import permitted_scope
 from tenants.models import ApiKey, Membership
 
+pytestmark = pytest.mark.usefixtures("api_schema_check")  # every response matches the OpenAPI schema
+
 
 def test_it_gives_an_owner_every_kb_of_their_tenant(world):
     scope = permitted_scope(world.alice, write=True)

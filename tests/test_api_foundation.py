@@ -3,6 +3,8 @@ import pytest
 from ingest.models import Document
 from tests.conftest import api_client
 
+pytestmark = pytest.mark.usefixtures("api_schema_check")  # every response matches the OpenAPI schema
+
 
 @pytest.mark.parametrize("path", ["/api/v1/tenants", "/api/v1/knowledge-bases", "/api/v1/documents"])
 def test_anonymous_callers_are_refused(world, path):

@@ -10,7 +10,7 @@ from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from tests.conftest import api_client
 
-pytestmark = pytest.mark.usefixtures("lite_vector_settings")
+pytestmark = pytest.mark.usefixtures("lite_vector_settings", "api_schema_check")
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 CHAT = [

@@ -3,6 +3,8 @@
 import pytest
 from rest_framework.test import APIClient
 
+pytestmark = pytest.mark.usefixtures("api_schema_check")  # every response matches the OpenAPI schema
+
 SEARCH = "/api/v1/memories/search"
 ENDPOINTS = [SEARCH, "/api/v1/memories", "/api/v1/knowledge-bases"]
 

@@ -71,6 +71,32 @@ class MemorySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class ExtractionCountsSerializer(serializers.Serializer):
+    """What an extraction wrote (present when status is "extracted")."""
+
+    segments = serializers.IntegerField(required=False, help_text="MemCells cut from the messages")
+    episodes = serializers.IntegerField(required=False)
+    facts = serializers.IntegerField(required=False)
+    merged_duplicates = serializers.IntegerField(required=False, help_text="facts merged into an existing one")
+    superseded = serializers.IntegerField(required=False)
+
+
+class AccumulateResultSerializer(ExtractionCountsSerializer):
+    status = serializers.ChoiceField(["accumulated", "extracted"])
+    message_count = serializers.IntegerField(help_text="messages waiting (accumulated) or extracted")
+    forced = serializers.BooleanField(required=False, help_text="extracted because the session's buffer was full")
+    kb = serializers.SlugField()
+
+
+class FlushResultSerializer(ExtractionCountsSerializer):
+    status = serializers.ChoiceField(["extracted", "no_extraction"])
+
+
+class DeleteResultSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(["deleted"])
+    deleted = serializers.IntegerField(help_text="memories deleted (an episode's facts included)")
+
+
 class MemoryPagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
@@ -107,7 +133,9 @@ def _datetime(params, name):
 class MemoriesView(APIView):
     """Post chat turns, list memories, delete a user's memories."""
 
-    @extend_schema(request=AccumulateSerializer, responses={200: {"type": "object"}})
+    pagination_class = MemoryPagination  # what GET answers; also how the schema knows it is paginated
+
+    @extend_schema(request=AccumulateSerializer, responses={200: AccumulateResultSerializer})
     def post(self, request):
         scope = request_scope(request, write=True)
         body = AccumulateSerializer(data=request.data)
@@ -159,11 +187,11 @@ class MemoriesView(APIView):
         if ordering not in ORDERINGS:
             raise ValidationError({"ordering": f"Use one of: {', '.join(ORDERINGS)}."})
         qs = qs.order_by(ordering, "ordinal", "id")
-        paginator = MemoryPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(MemorySerializer(page, many=True).data)
 
-    @extend_schema(operation_id="memories_delete_scope", responses={200: {"type": "object"}},
+    @extend_schema(operation_id="memories_delete_scope", responses={200: DeleteResultSerializer},
                    parameters=[OpenApiParameter("user_id", required=True), OpenApiParameter("session_id"),
                                OpenApiParameter("kb")])
     def delete(self, request):
@@ -179,7 +207,7 @@ class MemoriesView(APIView):
 class MemoryFlushView(APIView):
     """Segment and extract everything accumulated for one session."""
 
-    @extend_schema(request=ScopeFieldsSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=ScopeFieldsSerializer, responses={200: FlushResultSerializer})
     def post(self, request):
         scope = request_scope(request, write=True)
         body = ScopeFieldsSerializer(data=request.data)
@@ -199,7 +227,7 @@ class MemoryDetailView(APIView):
     def get(self, request, pk):
         return Response(MemorySerializer(self._memory(request_scope(request), pk)).data)
 
-    @extend_schema(operation_id="memory_delete", responses={200: {"type": "object"}})
+    @extend_schema(operation_id="memory_delete", responses={200: DeleteResultSerializer})
     def delete(self, request, pk):
         scope = request_scope(request, write=True)
         deleted = actions.delete_memory(scope, self._memory(scope, pk))

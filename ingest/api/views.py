@@ -1,7 +1,7 @@
 from django.db import transaction
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -37,7 +37,9 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             qs = qs.filter(filename__icontains=params["q"])
         return qs
 
-    @extend_schema(request={"multipart/form-data": UploadSerializer}, responses={201: UploadResultSerializer(many=True)})
+    @extend_schema(request={"multipart/form-data": UploadSerializer},
+                   responses={201: OpenApiResponse(UploadResultSerializer(many=True), description="at least one new file"),
+                              200: OpenApiResponse(UploadResultSerializer(many=True), description="every file a duplicate")})
     def create(self, request):
         """Upload one or many files (multipart field `files`, repeated) into knowledge base `kb`."""
         files = request.FILES.getlist("files") or request.FILES.getlist("file")
@@ -61,7 +63,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         with transaction.atomic():
             delete_document(self.scope, instance)
 
-    @extend_schema(request=None, responses=DocumentSerializer)
+    @extend_schema(request=None, responses={202: DocumentSerializer})
     @action(detail=True, methods=["post"])
     def rerun(self, request, pk=None):
         """Process a failed, finished or stalled document again from the start."""

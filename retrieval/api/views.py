@@ -1,8 +1,10 @@
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from retrieval.api.examples import HYBRID_REQUEST, HYBRID_RESPONSE, KEYWORD_CHUNKS_REQUEST
+from retrieval.api.serializers import EngineErrorSerializer, SearchRequestSerializer, SearchResponseSerializer
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from tenants.api.scoping import request_scope
@@ -11,12 +13,21 @@ from tenants.api.scoping import request_scope
 class SearchView(APIView):
     """Search the memories (and chunks) of the knowledge bases the caller may read."""
 
+    throttle_scope = "search"  # LOCI_RATE_LIMIT_SEARCH, beside the caller's overall rate
+
     @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={200: {"type": "object"}},
-        examples=[OpenApiExample("hybrid", value={"query": "When did Caroline go to the LGBTQ support group?",
-                                                  "method": "hybrid", "top_k": 10,
-                                                  "filters": {"kb": ["docs"]}})],
+        request=SearchRequestSerializer,
+        responses={
+            200: SearchResponseSerializer,
+            503: OpenApiResponse(EngineErrorSerializer, description="an index engine failed"),
+            504: OpenApiResponse(EngineErrorSerializer, description="an index engine did not answer within "
+                                                                    "SEARCH_ENGINE_TIMEOUT_SECONDS"),
+        },
+        examples=[
+            OpenApiExample("hybrid", value=HYBRID_REQUEST, request_only=True),
+            OpenApiExample("keyword with chunks", value=KEYWORD_CHUNKS_REQUEST, request_only=True),
+            OpenApiExample("hybrid", value=HYBRID_RESPONSE, response_only=True, status_codes=["200"]),
+        ],
     )
     def post(self, request):
         scope = request_scope(request)

@@ -1,0 +1,147 @@
+"""The search request and response, described for the OpenAPI schema (shared/DESIGN.md, the response shape).
+
+The request is validated by retrieval.request.parse_search_request (its messages are the API's); these
+serializers say the same in the schema, from the same constants. The response items are built by
+retrieval.results; tests/schema_check.py validates every response of the API tests against them.
+"""
+
+from rest_framework import serializers
+
+from retrieval.request import MAX_NEIGHBOURS, MAX_QUERY_CHARS, MAX_TOP_K, MEMORY_TYPES, METHODS
+
+
+class SearchFiltersSerializer(serializers.Serializer):
+    kb = serializers.ListField(child=serializers.SlugField(), required=False,
+                               help_text="knowledge-base slugs (default: every KB the caller may read)")
+    document_id = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
+                                        help_text="only items from these documents")
+    user_id = serializers.CharField(max_length=200, required=False, help_text="conversation memories of this user")
+    session_id = serializers.CharField(max_length=200, required=False)
+
+
+class SearchRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+    method = serializers.ChoiceField(METHODS, default="hybrid")
+    memory_types = serializers.ListField(child=serializers.ChoiceField(MEMORY_TYPES), required=False,
+                                         help_text="default: episode and atomic_fact; add chunk for raw chunks")
+    filters = SearchFiltersSerializer(required=False, help_text="group_id and agent_id are refused (400)")
+    top_k = serializers.IntegerField(min_value=-1, max_value=MAX_TOP_K, default=10,
+                                     help_text=f"1 to {MAX_TOP_K}; -1: everything above the similarity floor "
+                                               "(vector), capped at the maximum")
+    expand_context = serializers.BooleanField(default=False, help_text="add each item's parent chunk as context")
+    neighbours = serializers.IntegerField(min_value=0, max_value=MAX_NEIGHBOURS, default=0,
+                                          help_text="also the N child chunks before and after each item's source")
+    rerank = serializers.BooleanField(required=False, allow_null=True,
+                                      help_text="default: MRAG_RERANK (needs a configured reranker)")
+
+
+class SourceSerializer(serializers.Serializer):
+    """Where an item came from: a chunk of a document (with its place in it) or a chat message."""
+
+    type = serializers.ChoiceField(["chunk", "message"])
+    document_id = serializers.IntegerField(required=False)
+    document_name = serializers.CharField(required=False)
+    chunk_id = serializers.IntegerField(required=False)
+    parent_chunk_id = serializers.IntegerField(required=False, allow_null=True)
+    page = serializers.IntegerField(required=False)
+    slide = serializers.IntegerField(required=False)
+    sheet = serializers.CharField(required=False)
+    start_time = serializers.FloatField(required=False, help_text="seconds (transcripts)")
+    end_time = serializers.FloatField(required=False)
+    speaker = serializers.CharField(required=False)
+    section_path = serializers.ListField(child=serializers.CharField(), required=False)
+    message_id = serializers.CharField(required=False)
+    session_id = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+
+
+class NeighbourSerializer(serializers.Serializer):
+    chunk_id = serializers.IntegerField()
+    ordinal = serializers.IntegerField()
+    offset = serializers.IntegerField(help_text="position relative to the item's source chunk")
+    text = serializers.CharField()
+    page = serializers.IntegerField(required=False)
+    slide = serializers.IntegerField(required=False)
+    sheet = serializers.CharField(required=False)
+    start_time = serializers.FloatField(required=False)
+    end_time = serializers.FloatField(required=False)
+    speaker = serializers.CharField(required=False)
+    section_path = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class ContextSerializer(serializers.Serializer):
+    """Context expansion: the parent chunk (expand_context) and the neighbouring child chunks (neighbours)."""
+
+    parent_chunk_id = serializers.IntegerField(required=False)
+    text = serializers.CharField(required=False, help_text="the parent chunk's text")
+    neighbours = NeighbourSerializer(many=True, required=False)
+
+
+_SCORES_HELP = ("per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, episode, rerank), "
+                "and `via_fact: true` for an episode shown because one of its facts matched")
+
+
+class _ItemSerializer(serializers.Serializer):
+    score = serializers.FloatField()
+    kb = serializers.SlugField()
+    sources = SourceSerializer(many=True)
+    scores = serializers.DictField(child=serializers.JSONField(), help_text=_SCORES_HELP)
+    context = ContextSerializer(required=False)
+
+
+class _MemoryItemSerializer(_ItemSerializer):
+    id = serializers.UUIDField()
+    topic_name = serializers.CharField(allow_blank=True)
+    occurred_at = serializers.DateTimeField(allow_null=True)
+    user_id = serializers.CharField(allow_null=True)
+    session_id = serializers.CharField(allow_null=True)
+
+
+class AtomicFactItemSerializer(_MemoryItemSerializer):
+    atomic_fact = serializers.CharField()
+    parent_episode_id = serializers.UUIDField(allow_null=True)
+
+
+class EpisodeItemSerializer(_MemoryItemSerializer):
+    summary = serializers.CharField()
+    atomic_facts = AtomicFactItemSerializer(many=True, help_text="its best-matching facts")
+
+
+class ChunkItemSerializer(_ItemSerializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+
+
+class RawMessageSerializer(serializers.Serializer):
+    """A chat message accumulated but not extracted yet."""
+
+    message_id = serializers.CharField()
+    session_id = serializers.CharField()
+    user_id = serializers.CharField()
+    sender = serializers.CharField(allow_blank=True)
+    content = serializers.CharField()
+    timestamp = serializers.DateTimeField()
+
+
+class QueryEchoSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    method = serializers.ChoiceField(METHODS)
+    answered_by = serializers.ChoiceField(METHODS, help_text="agentic without an LLM answers as hybrid")
+    filters_applied = serializers.DictField(child=serializers.JSONField(),
+                                            help_text="the tenant, the KBs searched and the other filters")
+    llm = serializers.BooleanField(help_text="whether an LLM is configured")
+    notes = serializers.ListField(child=serializers.CharField())
+    took_ms = serializers.FloatField()
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    episodes = EpisodeItemSerializer(many=True)
+    facts = AtomicFactItemSerializer(many=True, help_text="hybrid and agentic only; empty for keyword and vector")
+    chunks = ChunkItemSerializer(many=True, help_text="with memory_types including chunk")
+    profiles = serializers.ListField(child=serializers.DictField(), help_text="reserved; always empty")
+    raw_messages = RawMessageSerializer(many=True)
+    query = QueryEchoSerializer()
+
+
+class EngineErrorSerializer(serializers.Serializer):
+    error = serializers.CharField()
+    engine = serializers.CharField(help_text="the engine that failed or did not answer in time")
