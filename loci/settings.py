@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "tenants",
     "ingest",
     "retrieval",
+    "integrations",
 ]
 
 MIDDLEWARE = [
