@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before 3.12
-
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
@@ -30,6 +28,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.exceptions import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
+from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
 from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer

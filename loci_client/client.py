@@ -89,7 +89,8 @@ class _calls:
     def upload(path, kb, content_type) -> _Call:
         path = Path(path)
         kind = content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        return _Call("POST", "/api/v1/documents", data={"kb": kb}, files=[("files", (path.name, path.read_bytes(), kind))])
+        files = [("files", (path.name, path.read_bytes(), kind))]
+        return _Call("POST", "/api/v1/documents", data={"kb": kb}, files=files)
 
     @staticmethod
     def document(method: str, document_id: int) -> _Call:

@@ -45,7 +45,8 @@ _, globex_key = ApiKey.issue(globex, "globex", can_write=True)
 def remember(key, kb, session, *lines):
     scope = permitted_scope(key, write=True)
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": text,
-              "timestamp": datetime.datetime(2024, 6, 1, 10, i, tzinfo=datetime.timezone.utc)} for i, text in enumerate(lines)]
+              "timestamp": datetime.datetime(2024, 6, 1, 10, i, tzinfo=datetime.timezone.utc)}
+             for i, text in enumerate(lines)]
     accumulate_messages(scope, kb, user_id="setup", session_id=session, messages=turns)
     flush_session(scope, kb, user_id="setup", session_id=session)
 
@@ -156,7 +157,8 @@ def test_stdio_adds_flushes_searches_edits_and_deletes_memories_with_their_sourc
 
             fact_id = all_facts(one)[0]["id"]
             assert (await call(client, "get_memory", memory_id=fact_id))["session_id"] == "dogs"
-            edited = await call(client, "update_memory", memory_id=fact_id, text="User adopted a whippet named Biscuit.")
+            edited = await call(client, "update_memory", memory_id=fact_id,
+                                text="User adopted a whippet named Biscuit.")
             assert edited["text"] == "User adopted a whippet named Biscuit."
             assert "whippet" in " ".join(texts(await call(client, "search", query="whippet", method="keyword")))
             episode_id = all_facts(one)[0]["parent_episode_id"]
