@@ -6,5 +6,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
 application = get_asgi_application()
 
 from ingest.upload_limits import RequestBodyLimit  # noqa: E402  (needs the settings configured above)
+from integrations.mcp_http import with_mcp  # noqa: E402
 
-application = RequestBodyLimit(application)
+# MCP (streamable HTTP) at /mcp beside Django; the body limit covers both.
+application = RequestBodyLimit(with_mcp(application))

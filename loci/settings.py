@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "tenants",
     "ingest",
     "retrieval",
+    "integrations",
 ]
 
 MIDDLEWARE = [

@@ -14,8 +14,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parent.parent
-LOCAL = {"loci", "tenants", "ingest", "retrieval", "bench", "tests", "manage"}
-APP_PACKAGES = ("loci", "tenants", "ingest", "retrieval")
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+# The project's own packages, as the install finds them (so a new app cannot be forgotten here).
+INSTALLED = tuple(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"])
+LOCAL = {*INSTALLED, "tests", "manage"}
+APP_PACKAGES = tuple(p for p in INSTALLED if p != "bench")
 
 
 def _imports(folders) -> dict[str, str]:
@@ -67,7 +70,7 @@ def _undeclared(imports: dict[str, str], declared: set[str]) -> dict[str, str]:
             if not {_canonical(d) for d in providers.get(module, [])} & declared}
 
 
-PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+PROJECT = PYPROJECT["project"]
 
 
 def test_the_app_imports_only_what_the_default_install_brings():

@@ -36,6 +36,8 @@ MIN_FACT_TERMS = 1
 # 12-turn MemCells (boundaries.MAX_SEGMENT_MESSAGES) 400 keeps the whole MemCell
 # (see bench/RESULTS.md, "Design notes moved from code comments", EPISODE_WORDS).
 EPISODE_WORDS = 400
+# An edited memory is one statement or one episode narrative, not a document.
+MAX_MEMORY_CHARS = 20_000
 
 
 class ConversationError(ValueError):
@@ -303,6 +305,21 @@ def delete_memory(scope: Scope, memory: Memory) -> int:
 
     scope.require_kb(memory.kb_id)
     return delete_memories([memory], actor=scope.actor, reason="deleted through the API")
+
+
+def edit_memory(scope: Scope, memory: Memory, text: str) -> Memory:
+    """Correct one memory's text: a history row keeps the old text and the indexes get the new one on commit."""
+    from ingest.memory_actions import update_memory_text
+
+    scope.require_kb(memory.kb_id)
+    text = (text or "").strip()
+    if not text:
+        raise ConversationError("A memory's text cannot be empty; delete the memory instead.")
+    if len(text) > MAX_MEMORY_CHARS:
+        raise ConversationError(f"A memory's text is at most {MAX_MEMORY_CHARS} characters.")
+    if text == memory.text:
+        return memory
+    return update_memory_text(memory, text, actor=scope.actor, reason="edited through the API")
 
 
 def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: str | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Loci plugged into other tools: the MCP server (stdio and streamable HTTP)."""

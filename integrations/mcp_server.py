@@ -1,0 +1,253 @@
+"""Loci as an MCP server (the official `mcp` SDK): the REST API's actions and search, as tools for agents.
+
+Every tool resolves the caller's API key to a permission scope exactly as the REST API does
+(`tenants.access.permitted_scope`), then calls the same domain function the REST view calls, so a
+key limited to one knowledge base sees one knowledge base here too. Where the key comes from is the
+transport's business (`build_server(key_for)`): the `Authorization` header of each HTTP request
+(integrations.mcp_http), or the one key `manage.py mcp` was started with (stdio).
+
+The SDK runs tools on an event loop; the ORM is synchronous, so each tool does its database work in
+one `sync_to_async` call (thread-sensitive: one thread, one connection, as Django's ASGI handler does).
+"""
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.core.files.base import ContentFile
+from django.db import close_old_connections, transaction
+from django.db.models import Count, Q
+from django.http import Http404
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from rest_framework.exceptions import ValidationError
+from rest_framework.utils.encoders import JSONEncoder
+from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
+
+from ingest.actions import ingest_document
+from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer
+from ingest.api.serializers import DocumentSerializer
+from ingest.conversation import actions as conversation
+from ingest.models import Document, Memory
+from ingest.upload_limits import limit_megabytes
+from retrieval.request import SearchError, parse_search_request
+from retrieval.search import EngineError, search
+from tenants.access import Scope, permitted_scope
+from tenants.api.serializers import KnowledgeBaseSerializer
+from tenants.models import ApiKey
+
+INSTRUCTIONS = (
+    "Loci stores what conversations and documents say as memories (episodes and atomic facts) and "
+    "searches them. Post chat turns with add_messages, then flush to extract the rest of a session; "
+    "search returns facts, episodes and chunks, each with the sources it came from."
+)
+
+KeyFor = Callable[[Context], str | None]
+
+
+class ChatMessage(TypedDict):
+    """One chat turn, as POST /api/v1/memories takes it."""
+
+    content: str
+    timestamp: str  # ISO 8601; without a zone it is read as UTC
+    role: NotRequired[str]
+    sender_id: NotRequired[str]
+    sender_name: NotRequired[str]
+    message_id: NotRequired[str]
+
+
+class SearchFilters(TypedDict, total=False):
+    """Narrow a search; the caller's permitted knowledge bases always apply."""
+
+    kb: list[str]
+    document_id: list[int]
+    user_id: str
+    session_id: str
+
+
+def build_server(key_for: KeyFor) -> MCPServer:
+    """An MCP server whose tools act as the API key `key_for(ctx)` names."""
+    server = MCPServer("loci", instructions=INSTRUCTIONS)
+
+    async def act(ctx: Context, work: Callable[[Scope], Any], *, write: bool = False) -> dict:
+        return await sync_to_async(_as_caller, thread_sensitive=True)(key_for(ctx), write, work)
+
+    @server.tool()
+    async def add_messages(user_id: str, session_id: str, messages: list[ChatMessage], ctx: Context,
+                           kb: str | None = None, agent_id: str = "", group_id: str = "") -> dict[str, Any]:
+        """Store chat turns of one session; the MemCells they complete are extracted into memories at once."""
+        body = {"user_id": user_id, "session_id": session_id, "messages": messages, "agent_id": agent_id,
+                "group_id": group_id, **({"kb": kb} if kb else {})}
+
+        def work(scope):
+            data = _valid(AccumulateSerializer, body)
+            target = conversation.conversation_kb(scope, data.get("kb"))
+            result = conversation.accumulate_messages(
+                scope, target, user_id=data["user_id"], session_id=data["session_id"], messages=data["messages"],
+                agent_id=data["agent_id"], group_id=data["group_id"])
+            return {**result, "kb": target.slug}
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def flush(user_id: str, session_id: str, ctx: Context, kb: str | None = None) -> dict[str, Any]:
+        """Extract everything accumulated for a session, the unfinished tail included."""
+        body = {"user_id": user_id, "session_id": session_id, **({"kb": kb} if kb else {})}
+
+        def work(scope):
+            data = _valid(ScopeFieldsSerializer, body)
+            target = conversation.conversation_kb(scope, data.get("kb"))
+            return {**conversation.flush_session(scope, target, user_id=data["user_id"],
+                                                 session_id=data["session_id"]), "kb": target.slug}
+
+        return await act(ctx, work, write=True)
+
+    @server.tool(name="search")
+    async def search_memories(query: str, ctx: Context,
+                              method: Literal["keyword", "vector", "hybrid", "agentic"] = "hybrid",
+                              top_k: int = 10, memory_types: list[str] | None = None,
+                              filters: SearchFilters | None = None, expand_context: bool = False,
+                              neighbours: int = 0, rerank: bool | None = None) -> dict[str, Any]:
+        """Search the memories (and document chunks, with memory_types ["chunk"]) the key may read.
+
+        memory_types: episode, atomic_fact (the default pair), chunk, profile, foresight.
+        top_k: 1 to 100, or -1 for everything above the similarity floor. Every item lists its sources.
+        """
+        body = {"query": query, "method": method, "top_k": top_k, "memory_types": memory_types,
+                "filters": filters or {}, "expand_context": expand_context, "neighbours": neighbours,
+                "rerank": rerank}
+        return await act(ctx, lambda scope: search(scope, parse_search_request(body)))
+
+    @server.tool()
+    async def get_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """One memory (an episode or an atomic fact) by id."""
+        return await act(ctx, lambda scope: MemorySerializer(_memory(scope, memory_id)).data)
+
+    @server.tool()
+    async def update_memory(memory_id: str, text: str, ctx: Context) -> dict[str, Any]:
+        """Correct a memory's text; the old text stays in its history and search sees the new one."""
+        def work(scope):
+            return MemorySerializer(conversation.edit_memory(scope, _memory(scope, memory_id), text)).data
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def delete_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Delete a memory (an episode takes its atomic facts along) from the database and the indexes."""
+        def work(scope):
+            return {"status": "deleted", "deleted": conversation.delete_memory(scope, _memory(scope, memory_id))}
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def upload_document(kb: str, filename: str, ctx: Context, text: str | None = None,
+                              content_base64: str | None = None, content_type: str = "") -> dict[str, Any]:
+        """Add a document to a knowledge base: `text` for plain text, or `content_base64` for any file.
+
+        It is parsed, chunked and indexed in the background; read its progress with document_status.
+        An identical file already in the knowledge base is reported with duplicate=true.
+        """
+        content = _content(text, content_base64)
+
+        def work(scope):
+            target = scope.knowledge_bases().filter(slug=kb).first()
+            if target is None:
+                raise ToolError(f"Unknown knowledge base '{kb}'.")
+            with transaction.atomic():
+                upload = ingest_document(scope, target, ContentFile(content), filename,
+                                         content_type=content_type or ("text/plain" if text is not None else ""))
+            return {"document": DocumentSerializer(upload.document).data, "duplicate": upload.duplicate}
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def document_status(document_id: int, ctx: Context) -> dict[str, Any]:
+        """A document's processing status (queued, parsing, ..., ready or failed, with the reason)."""
+        def work(scope):
+            document = Document.objects.in_scope(scope).select_related("kb").filter(pk=document_id).first()
+            if document is None:
+                raise ToolError(f"No document {document_id} in the knowledge bases this key may read.")
+            return DocumentSerializer(document).data
+
+        return await act(ctx, work)
+
+    @server.tool()
+    async def list_knowledge_bases(ctx: Context) -> dict[str, Any]:
+        """The knowledge bases this key may read, with their document and memory counts."""
+        def work(scope):
+            kbs = scope.knowledge_bases().annotate(
+                document_count=Count("documents", distinct=True),
+                memory_count=Count("memories", filter=Q(memories__status="active"), distinct=True),
+            ).order_by("slug")
+            return {"tenant": scope.tenant.slug, "knowledge_bases": KnowledgeBaseSerializer(kbs, many=True).data}
+
+        return await act(ctx, work)
+
+    return server
+
+
+def _as_caller(token: str | None, write: bool, work: Callable[[Scope], Any]) -> dict:
+    """Resolve the key to its scope and run `work` in it; what the caller must fix becomes a tool error."""
+    close_old_connections()  # as a request does: a long-lived server must not reuse a dead connection
+    try:
+        result = work(_scope(token, write))
+        # Exactly the JSON the REST API renders (dates, UUIDs), not a second notion of it.
+        return json.loads(json.dumps(result, cls=JSONEncoder))
+    except (SearchError, conversation.ConversationError, PermissionDenied, Http404) as exc:
+        raise ToolError(str(exc) or type(exc).__name__) from None
+    except EngineError as exc:
+        raise ToolError(f"{exc} (engine: {exc.engine}); try again shortly.") from None
+    except ValidationError as exc:
+        raise ToolError(f"Invalid arguments: {json.dumps(exc.detail, cls=JSONEncoder)}") from None
+    finally:
+        close_old_connections()
+
+
+def _scope(token: str | None, write: bool) -> Scope:
+    if not token:
+        raise PermissionDenied("No API key: send 'Authorization: Bearer <key>' (HTTP) or set LOCI_API_KEY (stdio).")
+    key = ApiKey.verify(token)
+    if key is None:
+        raise PermissionDenied("Invalid or revoked API key.")
+    key.touch()
+    return permitted_scope(key, write=write)
+
+
+def _valid(serializer_class, data: dict) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _memory(scope: Scope, memory_id: str) -> Memory:
+    try:
+        pk = uuid.UUID(str(memory_id))
+    except ValueError:
+        raise ToolError(f"'{memory_id}' is not a memory id (a UUID).") from None
+    memory = Memory.objects.in_scope(scope).select_related("kb").filter(pk=pk).first()
+    if memory is None:
+        raise ToolError(f"No memory {pk} in the knowledge bases this key may read.")
+    return memory
+
+
+def _content(text: str | None, content_base64: str | None) -> bytes:
+    if (text is None) == (content_base64 is None):
+        raise ToolError("Give the document as either 'text' or 'content_base64' (exactly one).")
+    if text is not None:
+        content = text.encode("utf-8")
+    else:
+        try:
+            content = base64.b64decode(content_base64, validate=True)
+        except (binascii.Error, ValueError):
+            raise ToolError("'content_base64' is not valid base64.") from None
+    limit = settings.LOCI_MAX_UPLOAD_BYTES
+    if len(content) > limit:
+        raise ToolError(f"The file is larger than the limit; the limit is {limit_megabytes(limit)} per file "
+                        "(LOCI_MAX_UPLOAD_MB).")
+    return content
