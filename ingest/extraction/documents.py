@@ -52,7 +52,20 @@ def informative(c: Candidate, topic_hint: str) -> bool:
     return says_enough(original, c.tokens, cjk)
 
 
+# "监制人：刘泽彭", "Subject: Test Email", "Commission file number: 000-30653": a short label, a colon,
+# a value. Colophons, forms, e-mail headers and data sheets are made of them; they state a fact.
+_KEY_VALUE = re.compile(r"^(?P<label>[^:：|]{1,40}?)\s*[:：]\s*(?P<value>\S.*)$")
+# An amount ("₹67,845 crore", "$1.2 million", "35 %") after the first word: a heading may be numbered
+# ("3.1 Operating segments"), it does not state a figure.
+_AMOUNT = re.compile(r"[$€£¥₹]\s?\d|\d{1,3}(?:,\d{3})+|\d\.\d|\d\s?%")
+
+
 def _looks_like_heading(text: str, cjk: bool) -> bool:
+    key_value = _KEY_VALUE.match(text)
+    if key_value and len(key_value.group("label").split()) <= 6 and not key_value.group("value").startswith("//"):
+        return False
+    if _AMOUNT.search(text.split(maxsplit=1)[-1]) and len(text.split()) > 1:
+        return False
     if cjk:
         return len(text) <= 10
     tokens = text.split()
