@@ -29,3 +29,26 @@ def test_it_keeps_short_key_value_and_amount_lines_as_facts():
     unit = ExtractionUnit("", [Passage(f"p{i}", line) for i, line in enumerate(lines)])
     facts = [f.text for f in DeterministicExtractor().extract(unit).facts]
     assert facts == ["本片由中国新闻社制作。", "监制人：刘泽彭", "英文翻译：戴薇", "BY NET PROFIT ₹67,845 crore"]
+
+
+def test_it_writes_csv_and_tsv_rows_as_header_value_pairs_once():
+    for name in ("stanley-cups.tsv", "stanley-cups.csv"):
+        facts = facts_of(DOCS / name)
+        assert facts == ["stanley-cups: Team: Blues | Location: STL | Stanley Cups: 1",
+                         "stanley-cups: Team: Flyers | Location: PHI | Stanley Cups: 2",
+                         "stanley-cups: Team: Maple Leafs | Location: TOR | Stanley Cups: 13"]
+
+
+def test_it_reads_a_two_column_label_table_as_one_pair_per_row():
+    facts = facts_of(DOCS / "example-steelJIS-datasheet.html")
+    assert any(f.endswith(": Classification: Structural steel Chromium molybdenum steel") for f in facts)
+    assert not any("Grade :: " in f for f in facts)
+
+
+def test_it_keeps_each_table_block_of_a_sheet_with_its_own_caption_and_header():
+    # Sheet 1 holds January–June 2023 and, below a blank row, the same columns for 2022.
+    facts = facts_of(DOCS / "2023-half-year-analyses-by-segment.xlsx")
+    zone_na = [f for f in facts if "Column A: Zone NA | Sales (a):" in f]
+    assert any(f.startswith("In millions of CHF January–June 2022: ") and "Sales (a): 12138" in f for f in zone_na)
+    assert not any("Sales (a): Sales (a)" in f for f in facts)  # the repeated header is no row
+    assert not any("Column A: (a) Inter-segment" in f for f in facts)  # footnotes are notes, not rows
