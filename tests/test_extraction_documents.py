@@ -52,3 +52,19 @@ def test_it_keeps_each_table_block_of_a_sheet_with_its_own_caption_and_header():
     assert any(f.startswith("In millions of CHF January–June 2022: ") and "Sales (a): 12138" in f for f in zone_na)
     assert not any("Sales (a): Sales (a)" in f for f in facts)  # the repeated header is no row
     assert not any("Column A: (a) Inter-segment" in f for f in facts)  # footnotes are notes, not rows
+
+
+def test_it_keeps_licence_boilerplate_and_reference_lines_out_of_facts():
+    facts = facts_of(DOCS / "winter-sports.epub")
+    licence = [f for f in facts if "gutenberg" in f.lower()]
+    assert any("Benson" in f or "Switzerland" in f for f in facts)  # the book itself still yields facts
+    assert len(licence) <= 5, licence  # 64 before: the licence was read as the book
+    # Lines of a Wikipedia bibliography (issue 16: norwich-city.txt, not in shared/data).
+    unit = ExtractionUnit("Norwich City › Bibliography", [Passage("p0", "Eastwood, John; Davage, Mike (1986). "
+                                                                   "Canary Citizens. Almeida Books. ISBN 0-7117-2020-7.")])
+    assert DeterministicExtractor().extract(unit).facts == []
+    unit = ExtractionUnit("Norwich City › History", [
+        Passage("p0", "Norwich City were founded in 1902 at the Criterion Café."),
+        Passage("p1", "Retrieved 23 June 2020."), Passage("p2", "ISBN 1-85291-662-1.")])
+    assert [f.text for f in DeterministicExtractor().extract(unit).facts] == [
+        "Norwich City were founded in 1902 at the Criterion Café."]
