@@ -111,7 +111,9 @@ def capped(candidates: list[Candidate], limit: int) -> list[Candidate]:
     scale = math.log(len(candidates) + 1)
 
     def information(c: Candidate) -> float:
-        unique = set(c.tokens)
+        # Summed in sorted order: float addition over a set would follow PYTHONHASHSEED, and ties
+        # near the cap would keep different candidates from one run to the next.
+        unique = sorted(set(c.tokens))
         novelty = sum(math.log((len(candidates) + 1) / df[t]) for t in unique) / (len(unique) * scale) if unique else 0
         return len(unique) ** 0.5 * (0.5 + novelty)
 

@@ -46,8 +46,10 @@ class DeterministicExtractor:
             chats.attach_questions(candidates, ignore)
         informative = chats.informative if conversation else documents.informative
         kept = [c for c in candidates if informative(c, unit.topic_hint)]
-        if not kept:  # a one-line section still deserves a fact
-            kept = [c for c in candidates if c.tokens and not BOILERPLATE.match(c.original)][:3]
+        if not kept and (conversation or not documents.is_reference_section(unit.topic_hint)):
+            # A one-line section still deserves a fact; a reference list or licence does not.
+            kept = [c for c in candidates if c.tokens and not BOILERPLATE.match(c.original)
+                    and (conversation or not documents.is_reference_line(c.original))][:3]
         kept = deduplicated(kept)
         boost = set(salience.terms(unit.topic_hint))
         for c, score in zip(kept, salience.centrality([c.tokens for c in kept], boost=boost)):

@@ -39,9 +39,36 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
     return out
 
 
+# Sections that list sources, links or licence terms: searchable as chunks, never facts.
+_REFERENCE_SECTION = re.compile(
+    r"^(?:references?|bibliography|works cited|sources|citations|notes|footnotes|further reading|external links|"
+    r"see also|sources and further reading|.*\bproject gutenberg license\b.*|.*\blicen[cs]e\b.*terms.*|"
+    r"参考文献|参考资料|外部链接|延伸阅读|注释|脚注)$",
+    re.I,
+)
+# A single line of a reference list: an ISBN or DOI, a retrieval/archive note, a bare link, a
+# Gutenberg licence clause.
+_REFERENCE_LINE = re.compile(
+    r"\bISBN(?:-1[03])?[\s:]*[\dX][\dX -]{8,}|\bdoi:\s*10\.\d{4,}|\b10\.\d{4,}/\S+|"
+    r"^(?:retrieved|archived from the original|accessed|archived)\b.{0,80}\d{4}\.?$|"
+    r"^\s*(?:https?://|www\.)\S+\s*$|^\^|\bproject gutenberg(?:™|-tm)?\b.{0,40}\b(?:license|licence|trademark)",
+    re.I,
+)
+
+
+def is_reference_section(topic_hint: str) -> bool:
+    return any(_REFERENCE_SECTION.match(part.strip(" []:")) for part in re.split(r"\s*[›»]\s*", topic_hint) if part)
+
+
+def is_reference_line(text: str) -> bool:
+    return bool(_REFERENCE_LINE.search(text.strip()))
+
+
 def informative(c: Candidate, topic_hint: str) -> bool:
-    """Drop what is not a fact: questions, headings, page furniture."""
+    """Drop what is not a fact: questions, headings, page furniture, reference lists and licences."""
     original = c.original.strip()
+    if is_reference_section(topic_hint) or _REFERENCE_LINE.search(original):
+        return False
     if c.is_row:
         return len(c.tokens) >= 1
     if not is_statement(original, topic_hint):
@@ -52,7 +79,20 @@ def informative(c: Candidate, topic_hint: str) -> bool:
     return says_enough(original, c.tokens, cjk)
 
 
+# "监制人：刘泽彭", "Subject: Test Email", "Commission file number: 000-30653": a short label, a colon,
+# a value. Colophons, forms, e-mail headers and data sheets are made of them; they state a fact.
+_KEY_VALUE = re.compile(r"^(?P<label>[^:：|]{1,40}?)\s*[:：]\s*(?P<value>\S.*)$")
+# An amount ("₹67,845 crore", "$1.2 million", "35 %") after the first word: a heading may be numbered
+# ("3.1 Operating segments"), it does not state a figure.
+_AMOUNT = re.compile(r"[$€£¥₹]\s?\d|\d{1,3}(?:,\d{3})+|\d\.\d|\d\s?%")
+
+
 def _looks_like_heading(text: str, cjk: bool) -> bool:
+    key_value = _KEY_VALUE.match(text)
+    if key_value and len(key_value.group("label").split()) <= 6 and not key_value.group("value").startswith("//"):
+        return False
+    if _AMOUNT.search(text.split(maxsplit=1)[-1]) and len(text.split()) > 1:
+        return False
     if cjk:
         return len(text) <= 10
     tokens = text.split()

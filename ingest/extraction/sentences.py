@@ -267,13 +267,35 @@ def table_rows(text: str) -> list[str]:
     if len(rows) < 2:
         return []
     header = _cells(rows[0])
+    if _is_label_column(rows):
+        # A two-column sheet of labels ("Classification: | Structural steel"): each row is its own pair.
+        return [f"{_cells(r)[0].rstrip(' :：')}: {' '.join(c for c in _cells(r)[1:] if c)}" for r in rows
+                if len([c for c in _cells(r) if c]) >= 2]
     out = []
     for row in rows[1:]:
         cells = _cells(row)
+        if cells == header:  # a header repeated inside the table (a page break, a second block)
+            continue
+        if _is_keyed_by(cells, header):
+            # The parser already wrote "Header: value" cells (CSV, TSV, xlsx): prefixing them again
+            # would give "Team: Team: Blues".
+            out.append(_normalise_row(row))
+            continue
         pairs = [f"{h}: {c}" if h else c for h, c in zip(header, cells) if c]
         if pairs:
             out.append(" | ".join(pairs))
     return out
+
+
+def _is_keyed_by(cells: list[str], header: list[str]) -> bool:
+    names = {h for h in header if h}
+    keyed = [c for c in cells if c and any(c.startswith(f"{name}: ") for name in names)]
+    return bool(keyed) and len(keyed) >= len([c for c in cells if c]) - 1
+
+
+def _is_label_column(rows: list[str]) -> bool:
+    firsts = [_cells(r)[0] for r in rows]
+    return len(_cells(rows[0])) == 2 and sum(1 for f in firsts if f.endswith((":", "："))) >= max(2, len(rows) - 1)
 
 
 def _cells(line: str) -> list[str]:

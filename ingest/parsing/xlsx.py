@@ -1,6 +1,7 @@
 """Spreadsheet parser: .xlsx with openpyxl, .xls with xlrd; a section per sheet, rows as "Header: value"."""
 
 import datetime
+import re
 from collections.abc import Iterable
 from itertools import chain, islice
 from pathlib import Path
@@ -17,6 +18,7 @@ ROWS_PER_BLOCK = 20
 # The header is the first row holding at least half as many cells as the widest of the first rows;
 # title rows above it ("Revenue 2023", "In millions of CHF") become the sheet's caption.
 HEADER_SCAN_ROWS = 10
+_NUMBER = re.compile(r"^\s*[-+(]?[$€£¥₹]?\s?\d[\d,. ]*%?\)?\s*$|^\s*[—–-]\s*$")
 
 
 def parse(path: Path, *, filename: str) -> ParsedDocument:
@@ -30,7 +32,7 @@ def parse(path: Path, *, filename: str) -> ParsedDocument:
         sections = []
         for sheet in workbook.worksheets:
             sheet.reset_dimensions()  # stored dimensions are often wrong and would cut rows off
-            sections.append(_sheet_section(sheet.title, sheet.iter_rows(values_only=True)))
+            sections.extend(_sheet_sections(sheet.title, sheet.iter_rows(values_only=True)))
         return _document("xlsx", sections, workbook.sheetnames)
     except (ParseError, TransientParseError):
         raise
@@ -59,7 +61,7 @@ def parse_xls(path: Path, *, filename: str) -> ParsedDocument:
         for index in range(book.nsheets):
             sheet = book.sheet_by_index(index)
             rows = ([_xls_value(cell, book.datemode) for cell in sheet.row(r)] for r in range(sheet.nrows))
-            sections.append(_sheet_section(sheet.name, rows))
+            sections.extend(_sheet_sections(sheet.name, rows))
             book.unload_sheet(index)
         return _document("xls", sections, book.sheet_names())
     except (ParseError, TransientParseError):
@@ -84,31 +86,71 @@ def _document(detected_type: str, sections: list[Section], sheet_names: list[str
     return ParsedDocument(detected_type=detected_type, sections=sections, metadata={"sheets": sheet_names})
 
 
-def _sheet_section(name: str, rows: Iterable[Iterable]) -> Section:
+def _sheet_sections(name: str, rows: Iterable[Iterable]) -> list[Section]:
+    """A section per table block of the sheet, each with its own caption and header.
+
+    A sheet often holds several tables one under the other ("January–June 2023", then the same
+    columns for 2022): a header-like row (text only, as wide as a header) after data rows starts a
+    new block, the text rows just above it are its caption, and a row repeating the header is skipped.
+    """
     section = Section(title=name, section_path=[name], sheet=name)
     numbered = ((number, _trim([_text(value) for value in row])) for number, row in enumerate(rows, start=1))
     numbered = ((number, cells) for number, cells in numbered if cells)
     head = list(islice(numbered, HEADER_SCAN_ROWS))
     if not head:
-        return section
+        return [section]
     widest = max(_filled(cells) for _, cells in head)
     if widest < 2:
         # A single column of notes has no header to repeat: plain lines.
         lines = ((number, " ".join(cell for cell in cells if cell)) for number, cells in chain(head, numbered))
         section.blocks.extend(_row_blocks(lines, header=""))
-        return section
+        return [section]
     at = next(i for i, (_, cells) in enumerate(head) if _filled(cells) >= max(2, widest / 2))
-    if at:
-        caption = "\n".join(" ".join(cell for cell in cells if cell) for _, cells in head[:at])
-        section.blocks.append(Block(caption, metadata={"rows": [head[0][0], head[at - 1][0]]}))
-    names = [cell or f"Column {get_column_letter(i)}" for i, cell in enumerate(head[at][1], start=1)]
-    header = " | ".join(names)
-    lines = (
-        (number, " | ".join(f"{_column_name(names, i)}: {cell}" for i, cell in enumerate(cells) if cell))
-        for number, cells in chain(head[at + 1 :], numbered)
-    )
-    section.blocks.extend(_row_blocks(lines, header=header) or [Block(header, kind="table")])
-    return section
+    caption = [line for _, cells in head[:at] if (line := " ".join(cell for cell in cells if cell))]
+    sections: list[Section] = []
+    header_cells, body, pending = head[at][1], [], []
+
+    def close(caption: list[str], header_cells: list[str], body: list[tuple[int, list[str]]]) -> None:
+        label = caption[-1] if caption else ""
+        block_section = Section(title=name, section_path=[name, label] if sections and label else [name],
+                                sheet=name)
+        if caption and not sections:
+            block_section.blocks.append(Block("\n".join(caption), metadata={"rows": [head[0][0], head[at][0] - 1]}))
+        elif caption:
+            block_section.blocks.append(Block("\n".join(caption)))
+        names = [cell or f"Column {get_column_letter(i)}" for i, cell in enumerate(header_cells, start=1)]
+        header = " | ".join(names)
+        lines = ((number, " | ".join(f"{_column_name(names, i)}: {cell}" for i, cell in enumerate(cells) if cell))
+                 for number, cells in body)
+        block_section.blocks.extend(_row_blocks(lines, header=header) or [Block(header, kind="table")])
+        sections.append(block_section)
+
+    threshold = max(2, _filled(header_cells) / 2)
+    previous = head[at][0]
+    gap = False  # a blank row since the last data row: what separates two tables in a sheet
+    for number, cells in chain(head[at + 1 :], numbered):
+        gap = gap or number > previous + 1
+        previous = number
+        text_only = not any(_NUMBER.match(cell) for cell in cells if cell)
+        if text_only and body and gap and _filled(cells) >= threshold:
+            close(caption, header_cells, body)
+            caption = [" ".join(c for c in cells_ if c) for _, cells_ in pending]
+            header_cells, body, pending, gap = cells, [], [], False
+            threshold = max(2, _filled(header_cells) / 2)
+            continue
+        if cells == header_cells and any(row != header_cells for _, row in body):
+            continue  # the header repeated among data rows (a printed page break)
+        if text_only and body and gap and _filled(cells) < threshold:
+            pending.append((number, cells))  # a caption of the next block, or a note under this one
+            continue
+        body.extend(pending)
+        pending, gap = [], False
+        body.append((number, cells))
+    close(caption, header_cells, body)
+    if pending:  # footnotes under the last table
+        notes = ((number, " ".join(cell for cell in cells if cell)) for number, cells in pending)
+        sections[-1].blocks.extend(_row_blocks(notes, header=""))
+    return sections
 
 
 def _row_blocks(lines: Iterable[tuple[int, str]], *, header: str) -> list[Block]:
