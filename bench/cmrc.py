@@ -110,7 +110,7 @@ def main(argv=None):
     from bench.flat import FlatBM25
     from bench.harness import make_scope
     from ingest.actions import ingest_document
-    from ingest.models import Document
+    from memory.models import Document
     from retrieval.request import parse_search_request
     from retrieval.search import search
 

@@ -63,7 +63,7 @@ def pipeline() -> dict:
 
     from bench.harness import make_scope
     from ingest.actions import ingest_document
-    from ingest.models import Document
+    from memory.models import Document
     from retrieval import projection
     from retrieval.embeddings import build_provider
 

@@ -9,7 +9,7 @@ from django.core.files import File
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from ingest.models import Chunk, Document, Memory, MemoryHistory
+from memory.models import Chunk, Document, Memory, MemoryHistory
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 

@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.db import transaction
 
 from ingest.memory_actions import delete_memories, set_memory_status, update_memory_text
-from ingest.models import Chunk, Document, Memory, MemoryHistory, Message
+from memory.models import Chunk, Document, Memory, MemoryHistory, Message
 
 
 class ChunkInline(admin.TabularInline):

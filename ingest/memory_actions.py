@@ -3,7 +3,7 @@
 from django.db import transaction
 from django.db.models import Q
 
-from ingest.models import Memory, MemoryHistory
+from memory.models import Memory, MemoryHistory
 
 
 def set_memory_status(memories, status: str, *, actor: str, reason: str = "") -> int:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from ingest.chunking import chunk_document
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from ingest.parsing.base import ParseError
 from ingest.upload_limits import limit_megabytes, megabytes
 

@@ -11,7 +11,7 @@ from django.db import OperationalError
 
 from ingest import pipeline
 from ingest.extraction.base import ExtractionError
-from ingest.models import Document
+from memory.models import Document
 from ingest.parsing.base import ParseError, TransientParseError
 
 log = logging.getLogger(__name__)

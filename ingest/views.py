@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from ingest.actions import delete_document, rerun_document
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from tenants.views import console_scope, current_kb, render_page
 
 DOCUMENTS_PER_PAGE = 25
@@ -264,5 +264,5 @@ def memory_list(request):
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
         "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE),
-        "can_curate": request.user.is_staff and request.user.has_perm("ingest.change_memory"),
+        "can_curate": request.user.is_staff and request.user.has_perm("memory.change_memory"),
     })

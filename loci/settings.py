@@ -29,8 +29,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "loci",
     "tenants",
+    "memory",
     "ingest",
     "retrieval",
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -5,7 +5,7 @@ from dataclasses import replace
 from itertools import chain
 from typing import Callable, Iterable
 
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.embeddings import embedder

@@ -4,7 +4,7 @@ import logging
 
 from django.contrib.auth.decorators import login_required
 
-from ingest.models import Document
+from memory.models import Document
 from ingest.views import location_label
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request

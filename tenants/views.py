@@ -14,7 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from ingest.actions import delete_knowledge_base
-from ingest.models import Chunk, Document, Memory, Message
+from memory.models import Chunk, Document, Memory, Message
 from tenants.access import Scope, permitted_scope, tenants_for
 from tenants.models import KnowledgeBase
 

@@ -1,6 +1,6 @@
 import pytest
 
-from ingest.models import Document
+from memory.models import Document
 from tests.conftest import api_client
 
 

@@ -7,7 +7,7 @@ from django.core.files.base import ContentFile
 from django.test import Client
 from django.utils import timezone
 
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from retrieval.highlight import highlight, query_terms
 from tenants.models import KnowledgeBase, Membership, Role
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401 (fixtures)
@@ -330,10 +330,10 @@ def test_memories_browse_by_kind_and_filter(world, memo):
 
 
 def test_admin_links_are_shown_only_to_staff(world, memo):
-    assert b"/admin/ingest/memory/" not in client_for(world.alice).get("/memories/").content
+    assert b"/admin/memory/memory/" not in client_for(world.alice).get("/memories/").content
     world.alice.is_staff = world.alice.is_superuser = True
     world.alice.save()
-    assert b"/admin/ingest/memory/" in client_for(world.alice).get("/memories/").content
+    assert b"/admin/memory/memory/" in client_for(world.alice).get("/memories/").content
 
 
 # --- search ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from django.test import Client
 
 from ingest.actions import ingest_document
 from ingest.conversation.actions import accumulate_messages, flush_session
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from ingest.pipeline import run_inline
 from retrieval import projection
 from retrieval.backends import keyword_index, vector_index

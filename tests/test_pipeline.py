@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 
 from ingest.actions import delete_document, ingest_document, rerun_document
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from ingest.pipeline import run_inline
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter

@@ -20,7 +20,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest.models import Document
+from memory.models import Document
 from ingest.tasks import LEASE_MARGIN_SECONDS, process_document_stage
 from tests.conftest import DOCS
 from tests.worker_process import (

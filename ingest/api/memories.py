@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.conversation import actions
-from ingest.models import Memory
+from memory.models import Memory
 from tenants.api.scoping import request_scope
 
 MAX_MESSAGES_PER_REQUEST = 500

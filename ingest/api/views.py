@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from ingest.actions import delete_document, ingest_document, rerun_document
 from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
-from ingest.models import Document
+from memory.models import Document
 from loci.json_parser import StrictJSONParser
 from tenants.api.scoping import ScopedMixin
 from tenants.models import KnowledgeBase

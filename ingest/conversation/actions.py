@@ -21,7 +21,7 @@ from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.dates import dated
-from ingest.models import Memory, MemoryHistory, Message
+from memory.models import Memory, MemoryHistory, Message
 from ingest.pipeline import memory_uuid
 from tenants.access import Scope
 from tenants.models import KnowledgeBase

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.extraction.dates import undated
-from ingest.models import Memory
+from memory.models import Memory
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from ingest.actions import ingest_document
-from ingest.models import Document
+from memory.models import Document
 from ingest.pipeline import run_inline
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
