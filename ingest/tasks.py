@@ -11,8 +11,8 @@ from django.db import OperationalError
 
 from ingest import pipeline
 from ingest.extraction.base import ExtractionError
-from memory.models import Document
 from ingest.parsing.base import ParseError, TransientParseError
+from memory.models import Document
 
 log = logging.getLogger(__name__)
 Status = Document.Status
@@ -64,6 +64,14 @@ def run_stage(document_id: int, stage_name: str) -> bool:
     if stage.next is None:
         document.mark_ready()
     return True
+
+
+def run_inline(document_id: int) -> Document:
+    """Run every stage in this process (used by `ingest --wait` when no worker picks the document up)."""
+    for stage in ("parse", "extract", "index"):
+        if not run_stage(document_id, stage):
+            break
+    return Document.objects.get(pk=document_id)
 
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)

@@ -10,8 +10,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("tenants.api.urls")),
+    path("api/v1/", include("memory.api.urls")),
     path("api/v1/", include("ingest.api.urls")),
     path("api/v1/", include("ingest.api.memory_urls")),
     path("api/v1/", include("retrieval.api.urls")),
-    path("", include("loci.console_urls")),
+    path("", include("console.urls")),
 ]

@@ -9,6 +9,7 @@ from memory.models import Chunk, Document, Memory
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.embeddings import embedder
+from retrieval.models import RemovedKnowledgeBase
 from tenants.models import KnowledgeBase, Tenant
 
 log = logging.getLogger(__name__)
@@ -303,8 +304,6 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
     Stale rows are rows of the tenant's knowledge bases the database does not hold, rows in the place
     its isolation does not use (left by an isolation switch), and rows of its deleted knowledge bases.
     """
-    from retrieval.models import RemovedKnowledgeBase
-
     kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
     removed = tuple(RemovedKnowledgeBase.objects.filter(tenant_id=tenant.pk).values_list("kb_id", flat=True))
     report = {"tenant": tenant.slug, "expected": 0}
@@ -336,8 +335,6 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
 
 def reconcile_removed(*, repair: bool = False) -> dict:
     """Rows left in either index of knowledge bases deleted from the database (their tenants included)."""
-    from retrieval.models import RemovedKnowledgeBase
-
     by_tenant: dict[int, list[int]] = {}
     for tenant_id, kb_id in RemovedKnowledgeBase.objects.values_list("tenant_id", "kb_id"):
         by_tenant.setdefault(tenant_id, []).append(kb_id)

@@ -261,7 +261,7 @@ def test_document_page_shows_structure_anchors_and_memories(world, memo):
 
 
 def test_a_chunk_link_opens_the_page_that_holds_it(world, monkeypatch):
-    monkeypatch.setattr("ingest.views.PARENTS_PER_PAGE", 2)
+    monkeypatch.setattr("console.documents.PARENTS_PER_PAGE", 2)
     doc = make_document(world.docs, "long.pdf", parents=5)
     last = doc.chunks.get(level="child", ordinal=4)
     response = client_for(world.alice).get(f"/documents/{doc.pk}/?chunk={last.pk}")
@@ -392,7 +392,7 @@ def test_a_backend_failure_is_shown_as_unavailable(world, monkeypatch):
     def down(scope, request):
         raise ConnectionError("the vector index did not answer")
 
-    monkeypatch.setattr("retrieval.views.search", down)
+    monkeypatch.setattr("console.search.search", down)
     response = client_for(world.alice).get("/search/?q=budget")
     assert response.status_code == 503
     assert "Search is unavailable right now" in response.content.decode()

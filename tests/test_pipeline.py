@@ -7,9 +7,10 @@ import zipfile
 import pytest
 from django.db import transaction
 
-from ingest.actions import delete_document, ingest_document, rerun_document
+from ingest.actions import ingest_document, rerun_document
+from memory.actions import delete_document
 from memory.models import Chunk, Document, Memory
-from ingest.pipeline import run_inline
+from ingest.tasks import run_inline
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.projection import reconcile, refill_empty_keyword_index

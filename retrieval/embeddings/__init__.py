@@ -13,6 +13,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.embeddings.base import Embedder, EmbeddingError
+from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
+from retrieval.embeddings.failover import FailoverEmbedder
 
 __all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "embedder", "reset_embedder"]
 
@@ -67,15 +69,11 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
     def wrap(provider: Embedder) -> Embedder:
         if not cache:
             return provider
-        from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
-
         return CachedEmbedder(provider, EmbeddingCache(settings.VAR_DIR / "embedding-cache.sqlite3"))
 
     # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
     built = wrap(build_provider(primary, max_retries=0 if fallback else 1))
     if fallback:
-        from retrieval.embeddings.failover import FailoverEmbedder
-
         built = FailoverEmbedder(built, wrap(build_provider(fallback)), cooldown=_FAILOVER_COOLDOWN_SECONDS)
     return built
 

@@ -7,6 +7,9 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from retrieval.milvus_lite import ensure_server, release
+from retrieval.projection import refill_empty_keyword_index
+
 
 class Command(BaseCommand):
     help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
@@ -21,15 +24,11 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         lite_path = None
         if not settings.MILVUS_URI and "milvus" in settings.LOCI_VECTOR_INDEX["BACKEND"]:
-            from retrieval.milvus_lite import ensure_server
-
             # Before the children, which then find it (and register as its users) instead of racing to start it.
             options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
             lite_path = options["lite_path"]
             uri = ensure_server(lite_path, options["lite_port"] or None)
             self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
-        from retrieval.projection import refill_empty_keyword_index
-
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
@@ -55,8 +54,6 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(child.pid, signal.SIGKILL)
             if lite_path:
-                from retrieval.milvus_lite import release
-
                 # After the children: it stops now unless another process (a `manage.py ingest` run
                 # beside up) still uses it, and then stops when that one exits.
                 if not release(lite_path):
