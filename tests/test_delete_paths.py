@@ -21,8 +21,8 @@ from django.test import Client
 
 from ingest.actions import ingest_document
 from ingest.conversation.actions import accumulate_messages, flush_session
-from memory.models import Chunk, Document, Memory
 from ingest.tasks import run_inline
+from memory.models import Chunk, Document, Memory
 from retrieval import projection
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
@@ -67,8 +67,7 @@ class Seeded:
 
 
 def ingest_text(scope, kb, text, name):
-    with transaction.atomic():
-        upload = ingest_document(scope, kb, io.BytesIO(text.encode()), name)
+    upload = ingest_document(scope, kb, io.BytesIO(text.encode()), name)
     document = run_inline(upload.document.pk)
     assert document.status == "ready", document.error
     return document

@@ -21,8 +21,8 @@ from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.dates import dated
-from memory.models import Memory, MemoryHistory, Message
 from ingest.pipeline import memory_uuid
+from memory.models import Memory, MemoryHistory, Message
 from retrieval.embeddings import embedder
 from retrieval.projection import index_memories
 from retrieval.text import tokenize
