@@ -31,6 +31,7 @@ def status_payload(document: Document) -> dict:
         "stage": document.stage,
         "progress": document.progress,
         "error": document.error,
+        "retryable": document.retryable,
         "finished": document.is_finished,
         "chunk_count": document.chunk_count,
         "episode_count": document.episode_count,
@@ -134,7 +135,7 @@ def document_detail(request, pk):
     orphans = episodes.get(None, [])
     return render_page(request, scope, "ingest/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
-        "stages": STAGES, "can_rerun": scope.can_write and document.is_finished, "took": _took(document),
+        "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun, "took": _took(document),
     })
 
 
@@ -182,7 +183,7 @@ def document_original(request, pk):
 def document_rerun(request, pk):
     scope = console_scope(request, write=True)
     document = _scoped_document(scope, pk)
-    if not document.is_finished:
+    if not document.can_rerun:
         messages.warning(request, f"“{document.filename}” is still {document.status}; wait for it to finish.")
     else:
         rerun_document(scope, document)

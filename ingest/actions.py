@@ -9,8 +9,11 @@ import logging
 import tempfile
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.files import File
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from ingest.tasks import process_document_stage
 from memory.models import Document
@@ -54,12 +57,20 @@ def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, 
 
 
 def rerun_document(scope: Scope, document: Document) -> Document:
-    """Queue a finished (failed or ready) document again from the start."""
+    """Queue a finished (failed or ready) or stalled document again from the start.
+
+    Stalled: unfinished and not moved for a lease. Its claim is dropped, so a holder that is in fact
+    still alive finds every further write refused and stops.
+    """
     scope.require_kb(document.kb_id)
+    stale = timezone.now() - timezone.timedelta(seconds=settings.LOCI_STAGE_LEASE_SECONDS)
+    rerunnable = Q(status__in=[Document.Status.FAILED, Document.Status.READY]) | Q(
+        status__in=Document.ACTIVE_STATUSES, updated_at__lt=stale)
     with transaction.atomic():
-        updated = Document.objects.filter(
-            pk=document.pk, status__in=[Document.Status.FAILED, Document.Status.READY]
-        ).update(status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None)
+        updated = Document.objects.filter(rerunnable, pk=document.pk).update(
+            status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None, claim_token=None,
+            retryable=True, updated_at=timezone.now()
+        )
         if updated:
             document.attempts += 1
             document.save(update_fields=["attempts"])

@@ -4,7 +4,6 @@ import logging
 import uuid
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from ingest.chunking import chunk_document
@@ -50,7 +49,7 @@ def parse_and_chunk(document: Document) -> int:
     parents = chunk_document(parsed)
     if not parents:
         raise ParseError("No text was found in the file.")
-    with transaction.atomic():
+    with document.holding_claim():  # a run that lost its claim must not replace the new holder's chunks
         document.chunks.all().delete()  # idempotent: a re-run replaces, never appends
         parent_rows = Chunk.objects.bulk_create(
             Chunk(
@@ -126,7 +125,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
     kb = document.kb
     mode = "llm" if modes == {"llm"} else ("mixed" if "llm" in modes else "deterministic")
     facts_total = 0
-    with transaction.atomic():
+    with document.holding_claim():
         document.memories.all().delete()
         chunk_by_id = {str(c.pk): c for _, children, _ in results for c in children}
         for ordinal, (parent, children, extracted) in enumerate(results):
@@ -184,7 +183,8 @@ def extract_memories(document: Document) -> tuple[int, int]:
 def index_document(document: Document) -> int:
     """Project the document's chunks and memories into the vector and keyword indexes."""
     document.set_progress(INDEX_BAND[0], "indexing")
-    return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"))
+    return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"),
+                               guard=document.holding_claim)
 
 
 def _warning(extracted) -> dict:
@@ -206,4 +206,4 @@ def _json_safe(value):
 def touch_started(document: Document) -> None:
     if document.started_at is None:
         document.started_at = timezone.now()
-        document.save(update_fields=["started_at"])
+        Document.objects.filter(pk=document.pk, started_at__isnull=True).update(started_at=document.started_at)

@@ -18,3 +18,4 @@ def _ensure_broker_dirs(sender, **kwargs):
     for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)
+

@@ -4,6 +4,13 @@
 parses it even when wrapped in ```json fences or preceded by a <think> block, validates it with the
 caller's check, and retries malformed replies, timeouts, 429 and 5xx with exponential backoff.
 The `openai` client's own retries are off (`max_retries=0`) so this loop is the only one.
+
+The client contract (the BACKEND of a LOCI_LLM_CLIENTS alias, called with its OPTIONS): it returns
+an `openai.OpenAI`-compatible client (`chat.completions.create(messages=..., model=..., **kw)`
+answering an object with `.choices[0].message.content`, raising openai.APIStatusError with
+`status_code` for an HTTP refusal and openai.APIConnectionError for a timeout or an unreachable
+server), or None when no LLM is configured; its own retries off. It is shared by every thread
+unless it sets `thread_safe = False`.
 """
 
 import json
@@ -16,6 +23,8 @@ from collections.abc import Callable
 
 import openai
 from django.conf import settings
+
+from loci.backends import DEFAULT_ALIAS, llm_clients
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +41,6 @@ _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 _lock = threading.Lock()
-_client: tuple[tuple, openai.OpenAI] | None = None
 _plain_only: set[tuple] = set()  # client keys whose server rejected response_format
 
 
@@ -44,24 +52,25 @@ def _client_key() -> tuple:
     return (settings.OPENAI_BASE_URL or None, settings.OPENAI_API_KEY or "none", float(settings.LLM_TIMEOUT))
 
 
-def llm_client() -> openai.OpenAI | None:
-    """The process's chat client, or None when no LLM is configured (settings.LLM_ENABLED false)."""
-    global _client
+def build_llm_client(options: dict) -> openai.OpenAI | None:
+    """The BACKEND of the default LOCI_LLM_CLIENTS alias: an OpenAI client on OPENAI_BASE_URL /
+    OPENAI_API_KEY / LLM_TIMEOUT (each overridable in OPTIONS as base_url, api_key, timeout), or None
+    when no LLM is configured (settings.LLM_ENABLED false). Its own retries are off: complete_json retries."""
     if not settings.LLM_ENABLED:
         return None
-    key = _client_key()
-    with _lock:
-        # Keyed by the settings it was built from, so changed settings (tests) get a new client.
-        if _client is None or _client[0] != key:
-            base_url, api_key, timeout = key
-            _client = (key, openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0))
-        return _client[1]
+    base_url, api_key, timeout = _client_key()
+    return openai.OpenAI(base_url=options.get("base_url", base_url), api_key=options.get("api_key", api_key),
+                         timeout=float(options.get("timeout", timeout)), max_retries=0)
+
+
+def llm_client(alias: str = DEFAULT_ALIAS) -> openai.OpenAI | None:
+    """The process's chat client of `alias`, or None when no LLM is configured."""
+    return llm_clients.get(alias)
 
 
 def reset_llm_client() -> None:
-    global _client
+    llm_clients.reset()
     with _lock:
-        _client = None
         _plain_only.clear()
 
 

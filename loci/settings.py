@@ -202,12 +202,20 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minim
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=20)
 # A stage whose document has not moved for this long may be taken over by a re-delivered task.
 LOCI_STAGE_LEASE_SECONDS = env_int("LOCI_STAGE_LEASE_SECONDS", 60, minimum=1)
+# How often each worker (and `up`) looks for stages whose lease ran out, and documents waiting for
+# their next stage for longer than LOCI_STALLED_QUEUE_SECONDS (their message may be lost).
+LOCI_SWEEP_INTERVAL_SECONDS = env_float("LOCI_SWEEP_INTERVAL_SECONDS", 30.0, minimum=0.2)
+LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=1)
+# How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
+# answer, with backoff, before the document fails with a reason naming it.
+LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
+# --- Pluggable backends (loci/backends.py), chosen like CACHES: per kind, named aliases of a dotted
+# BACKEND path and its OPTIONS, with a `default` alias; one entry on its own is the default alias.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
 MILVUS_URI = env_str("MILVUS_URI")
 # Unset: a free port, picked when the embedded server starts and recorded next to var/milvus.db.
@@ -245,7 +253,23 @@ LOCI_KEYWORD_INDEX = {
     },
 }
 
+# Online reindex (retrieval/builds.py): which build of the indexes the default aliases serve. Every
+# app process must see the same file (several hosts: put it on shared storage, e.g. the media volume).
+LOCI_INDEX_STATE = Path(env_str("LOCI_INDEX_STATE", str(VAR_DIR / "index-builds.json")))
+# After switching to a new build, how long the old one is kept for searches already under way.
+LOCI_REINDEX_DRAIN_SECONDS = env_float("LOCI_REINDEX_DRAIN_SECONDS", 5.0, minimum=0.0)
+
 # --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
+# Each kind's default alias reads the flat settings below when it is built, so they keep working;
+# OPTIONS of an alias override them (retrieval.embeddings.configured_embedder says which).
+LOCI_EMBEDDERS = {"default": {"BACKEND": "retrieval.embeddings.configured_embedder", "OPTIONS": {}}}
+# A second embedder to reindex into (`manage.py reindex --embedder next`) while `default` serves.
+LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "use", "openai"})
+if LOCI_EMBEDDER_NEXT:
+    LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
+                              "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
+LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
+LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
 LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
@@ -257,6 +281,8 @@ EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
 EMBEDDING_CACHE = env_bool("EMBEDDING_CACHE", True)
+# One file for every process of an installation (web, workers, commands), so it belongs with the var dir.
+EMBEDDING_CACHE_PATH = Path(env_str("EMBEDDING_CACHE_PATH", str(VAR_DIR / "embedding-cache.sqlite3"))).resolve()
 RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")
@@ -276,7 +302,8 @@ MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
 MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
-MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)  # EverOS: 3; 6 measured better
+# EverOS uses 3; see bench/RESULTS.md, "Design notes moved from code comments", MRAG_FACTS_COMPETING.
+MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
 MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
 MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
 MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})

@@ -6,9 +6,11 @@ database needs no change (see memory/migrations/0001_initial.py).
 
 import hashlib
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
-from django.db import models
+from django.conf import settings
+from django.db import models, transaction
 from django.utils import timezone
 
 from tenants.models import KnowledgeBase, Tenant
@@ -61,6 +63,9 @@ class Document(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The running stage's claim; empty between stages. updated_at is its lease, renewed by a heartbeat.
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    retryable = models.BooleanField(default=True, help_text="false when the failure is in the file itself")
 
     objects = DocumentQuerySet.as_manager()
 
@@ -80,18 +85,33 @@ class Document(models.Model):
     def is_finished(self):
         return self.status in (self.Status.READY, self.Status.FAILED)
 
-    def claim(self, previous: str, status: str, stage: str, lease_seconds: int) -> bool:
-        """Move from `previous` to `status`; False if someone else has it.
+    @property
+    def is_stalled(self) -> bool:
+        """Unfinished and not moved for a whole lease: its worker died or its message was lost."""
+        stale = timezone.now() - timezone.timedelta(seconds=settings.LOCI_STAGE_LEASE_SECONDS)
+        return self.status in self.ACTIVE_STATUSES and self.updated_at is not None and self.updated_at < stale
 
-        A document already in `status` is taken over only when it has not moved for
-        `lease_seconds`: that is a re-delivered task whose worker died, not a live one.
+    @property
+    def can_rerun(self) -> bool:
+        return self.is_finished or self.is_stalled
+
+    def claim(self, previous: str, status: str, stage: str, lease_seconds: int) -> bool:
+        """Move from `previous` to `status` under a new claim token; False if someone else has it.
+
+        `previous` counts only once its stage let go of its claim (finished). A document already in
+        `status` is taken over only when its holder stopped renewing the lease for `lease_seconds`:
+        that holder died (or froze), and from now on every write of its is refused (`holding_claim`).
         """
-        stale = timezone.now() - timezone.timedelta(seconds=lease_seconds)
+        now = timezone.now()
+        stale = now - timezone.timedelta(seconds=lease_seconds)
+        token = uuid.uuid4()
         updated = Document.objects.filter(
-            models.Q(status=previous) | models.Q(status=status, updated_at__lt=stale), pk=self.pk
-        ).update(status=status, stage=stage, updated_at=timezone.now())
+            models.Q(status=previous, claim_token__isnull=True)
+            | models.Q(status=status, claim_token__isnull=False, updated_at__lt=stale),
+            pk=self.pk,
+        ).update(status=status, stage=stage, claim_token=token, updated_at=now)
         if updated:
-            self.status, self.stage = status, stage
+            self.status, self.stage, self.claim_token = status, stage, token
         return bool(updated)
 
     def lease_left(self, status: str, lease_seconds: int) -> float | None:
@@ -101,26 +121,86 @@ class Document(models.Model):
         expires = self.updated_at + timezone.timedelta(seconds=lease_seconds)
         return max(0.0, (expires - timezone.now()).total_seconds())
 
+    def _held(self):
+        """The row while this object's claim is still the document's, for a conditional UPDATE."""
+        return Document.objects.filter(pk=self.pk, claim_token=self.claim_token)
+
+    def lost_claim(self) -> "ClaimLost":
+        """Why a write under this object's claim found no row: the document was deleted
+        (DocumentGone), or another claim replaced this one after its lease ran out (ClaimLost)."""
+        if not Document.objects.filter(pk=self.pk).exists():
+            return DocumentGone(f"document {self.pk} was deleted while its {self.stage} stage ran")
+        return ClaimLost(f"document {self.pk}: the {self.stage} stage lost its claim")
+
+    def renew_lease(self) -> bool:
+        """Refresh the lease of the claim this object holds; False once another claim replaced it (or it is gone)."""
+        return bool(self._held().update(updated_at=timezone.now()))
+
+    @contextmanager
+    def holding_claim(self):
+        """A transaction in which this object's claim is still the document's, or ClaimLost (DocumentGone).
+
+        The conditional UPDATE comes first: it locks the row (PostgreSQL) or the database (SQLite)
+        until commit, so neither a take-over nor a delete can slip in between the check and the
+        writes that follow: a delete waits for the commit, and its index removal runs after it.
+        """
+        with transaction.atomic():
+            if not self.renew_lease():
+                raise self.lost_claim()
+            yield
+
+    def release_claim(self) -> None:
+        """End this stage: the next one may claim the document. ClaimLost if another holder took it."""
+        if not self._held().update(claim_token=None, updated_at=timezone.now()):
+            raise self.lost_claim()
+        self.claim_token = None
+
     def set_progress(self, progress: int, stage: str) -> None:
         self.progress, self.stage = max(0, min(100, progress)), stage[:200]
-        Document.objects.filter(pk=self.pk).update(progress=self.progress, stage=self.stage, updated_at=timezone.now())
+        rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
+        if not rows.update(progress=self.progress, stage=self.stage, updated_at=timezone.now()) and self.claim_token:
+            raise self.lost_claim()
 
-    def mark_failed(self, reason: str) -> None:
+    def mark_failed(self, reason: str, *, retryable: bool = True) -> bool:
+        """Fail the document with a reason; `retryable` False when running it again cannot help.
+
+        False when the document was deleted meanwhile; ClaimLost when another claim holds it.
+        """
         self.status, self.error, self.finished_at = self.Status.FAILED, reason[:2000], timezone.now()
-        self.stage = "failed"
-        self._save_if_present(["status", "error", "stage", "finished_at"])
+        self.stage, self.retryable = "failed", retryable
+        return self._finish(status=self.status, error=self.error, stage=self.stage, finished_at=self.finished_at,
+                            retryable=retryable)
 
-    def mark_ready(self) -> None:
+    def mark_ready(self) -> bool:
+        """The last stage is done. False when the document was deleted meanwhile; ClaimLost when
+        another claim holds it."""
         self.status, self.progress, self.stage, self.error = self.Status.READY, 100, "ready", ""
-        self.finished_at = timezone.now()
-        self._save_if_present(["status", "progress", "stage", "error", "finished_at"])
+        self.finished_at, self.retryable = timezone.now(), True
+        return self._finish(status=self.status, progress=100, stage="ready", error="", finished_at=self.finished_at,
+                            retryable=True)
 
-    def _save_if_present(self, fields: list[str]) -> None:
-        # A document deleted while a stage ran is simply gone: `save(update_fields=…)` would raise
-        # DatabaseError ("did not affect any rows") and crash the stage that should stop quietly.
+    def _finish(self, **fields) -> bool:
+        # A filtered UPDATE, never `save(update_fields=…)`: on a document deleted while its stage ran
+        # that raises DatabaseError ("did not affect any rows") and crashes a stage that should stop
+        # quietly. Under a claim, only while the claim is still the document's.
+        rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
         self.updated_at = timezone.now()
-        Document.objects.filter(pk=self.pk).update(updated_at=self.updated_at,
-                                                   **{f: getattr(self, f) for f in fields})
+        if rows.update(claim_token=None, updated_at=self.updated_at, **fields):
+            self.claim_token = None
+            return True
+        if self.claim_token:
+            lost = self.lost_claim()
+            if not isinstance(lost, DocumentGone):
+                raise lost
+        return False  # deleted: nothing left to mark
+
+
+class ClaimLost(Exception):
+    """A stage's claim was taken over (its lease ran out): it must stop without writing anything."""
+
+
+class DocumentGone(ClaimLost):
+    """The document was deleted while its stage ran: the stage stops quietly (the delete removed its rows)."""
 
 
 class Chunk(models.Model):

@@ -1,13 +1,25 @@
-"""The database → index projection: build rows from chunks and memories, write, delete, rebuild, reconcile."""
+"""The database → index projection: build rows from chunks and memories, write, delete, rebuild, reconcile.
+
+Every write and delete lands in each build that must have it (retrieval/builds.py): the live one
+and, while an online reindex runs, the one it is building, each embedded by its own embedder.
+"""
 
 import logging
+import time
+from contextlib import nullcontext
 from dataclasses import replace
 from itertools import chain
-from typing import Callable, Iterable
+from typing import Callable, ContextManager, Iterable
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from loci.backends import embedders
 from memory.models import Chunk, Document, Memory
+from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
+from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder
 from retrieval.models import RemovedKnowledgeBase
 from tenants.models import KnowledgeBase, Tenant
@@ -62,33 +74,64 @@ def row_for_memory(memory: Memory) -> IndexRow:
 
 
 def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[float], None] | None = None,
-               check: "Callable[[list[IndexRow], bool], bool | None] | None" = None) -> int:
-    """Embed (batched, cached by content) and upsert rows into both indexes.
+               check: "Callable[[list[IndexRow], bool], bool | None] | None" = None,
+               targets: list[Build] | None = None, guard: Callable[[], ContextManager] = nullcontext) -> int:
+    """Embed (batched, cached by content) and upsert rows into both indexes of every build that must have them.
 
+    `targets` None: the builds the state names at each batch (the live one, and the one a reindex is
+    building), read again per batch so a reindex that starts mid-write gets the rest of it.
     `check(written, exclusive)` runs after every batch with every row written so far: it returns
     where the next batch goes (the tenant's isolation may have changed), or None to stop.
+    Each batch's upserts into every build, and its check, run inside `guard()`: the index stage
+    passes its claim, so a stage that lost its claim, or whose document was deleted, writes no
+    further batch (ClaimLost, DocumentGone), and neither a take-over nor a delete commits mid-batch
+    (a delete waits for the guard's commit, and its index removal runs after it). The embedding,
+    the slow part, comes first, outside the guard, so its transaction stays short.
     """
-    model = embedder()
     written: list[IndexRow] = []
     for start in range(0, len(rows), EMBED_BATCH):
         batch = rows[start:start + EMBED_BATCH]
-        vectors = model.embed_documents([r.text for r in batch])
-        for row, vector in zip(batch, vectors):
-            row.vector = [float(x) for x in vector]
-        _upsert(batch, exclusive)
-        written += batch
-        if check is not None:
-            exclusive = check(written, exclusive)
-            if exclusive is None:
-                break
+        embedded = _embed(batch, targets)
+        with guard():
+            _write_embedded(embedded, exclusive)
+            written += batch
+            # Under the guard too: the check's own writes (rows moved after an isolation switch) are
+            # the stage's writes, refused like the rest once the claim is lost.
+            if check is not None:
+                exclusive = check(written, exclusive)
+        if exclusive is None:
+            break
         if progress:
             progress((start + len(batch)) / len(rows))
     return len(written)
 
 
-def _upsert(rows: list[IndexRow], exclusive: bool) -> None:
-    vector_index().upsert(rows, exclusive=exclusive)
-    keyword_index().upsert(rows, exclusive=exclusive)
+def _upsert(rows: list[IndexRow], exclusive: bool, targets: list[Build] | None = None) -> None:
+    """Embed rows with each target build's embedder and upsert them into that build's indexes."""
+    _write_embedded(_embed(rows, targets), exclusive)
+
+
+def _embed(rows: list[IndexRow], targets: list[Build] | None = None) -> list[tuple[Build, list[IndexRow]]]:
+    """Each target build with the rows embedded by its embedder (two builds of one model embed once)."""
+    vectors: dict[str, list] = {}
+    out = []
+    for n, build in enumerate(targets or builds.current().targets()):
+        if build.embedder not in vectors:
+            made = embedder(build.embedder).embed_documents([r.text for r in rows])
+            vectors[build.embedder] = [[float(x) for x in vector] for vector in made]
+        if n == 0:  # the caller's rows carry the first target's vectors, as they always have
+            for row, vector in zip(rows, vectors[build.embedder]):
+                row.vector = vector
+            out.append((build, rows))
+        else:
+            out.append((build, [replace(row, vector=vector) for row, vector in zip(rows, vectors[build.embedder])]))
+    return out
+
+
+def _write_embedded(embedded: list[tuple[Build, list[IndexRow]]], exclusive: bool) -> None:
+    for build, rows in embedded:
+        vector_index(build=build.number).upsert(rows, exclusive=exclusive)
+        keyword_index(build=build.number).upsert(rows, exclusive=exclusive)
 
 
 def still_wanted(tenant_id: int, *, document_id: int | None = None):
@@ -144,12 +187,18 @@ def document_rows(document: Document) -> list[IndexRow]:
     return rows
 
 
-def index_document_rows(document: Document, progress=None) -> int:
-    """Write a document's rows; a document deleted meanwhile stops it quietly, its rows removed."""
+def index_document_rows(document: Document, progress=None, guard: Callable[[], ContextManager] = nullcontext) -> int:
+    """Write a document's rows; a document deleted meanwhile stops it quietly, its rows removed.
+
+    The index stage passes its claim as `guard` (see write_rows): a document deleted meanwhile then
+    stops it at its next batch with DocumentGone, the delete's removal running after the last batch
+    written. Without a guard the after-batch check finds it gone, removes its rows and ends the write.
+    """
     tenant_id, kb_id = document.kb.tenant_id, document.kb_id
-    remove_document_rows(tenant_id, kb_id, document.pk)  # rows of a previous run (e.g. fewer chunks now) must not linger
+    with guard():  # rows of a previous run (e.g. fewer chunks now) must not linger
+        remove_document_rows(tenant_id, kb_id, document.pk)
     return write_rows(document_rows(document), exclusive=_exclusive(document.kb.tenant), progress=progress,
-                      check=still_wanted(tenant_id, document_id=document.pk))
+                      check=still_wanted(tenant_id, document_id=document.pk), guard=guard)
 
 
 def index_memories(memories: Iterable[Memory]) -> int:
@@ -219,9 +268,11 @@ def _delete_everywhere(flt: IndexFilter) -> None:
 
 
 def _delete_in(flt: IndexFilter, exclusive: bool) -> None:
+    """Delete in one place (shared or exclusive) of every build that must have the delete."""
     flt = replace(flt, exclusive=exclusive)
-    vector_index().delete(flt)
-    keyword_index().delete(flt)
+    for build in builds.current().targets():
+        vector_index(build=build.number).delete(flt)
+        keyword_index(build=build.number).delete(flt)
 
 
 def _exclusive(tenant: Tenant) -> bool:
@@ -247,31 +298,117 @@ def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[I
             yield row_for_memory(m)
 
 
-def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, log_progress=None) -> dict:
-    """Rebuild both projections from the database for every tenant, one tenant, or one KB."""
-    tenants = [kb.tenant] if kb else ([tenant] if tenant else list(Tenant.objects.all()))
+def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, embedder_alias: str | None = None,
+            log_progress=None) -> dict:
+    """Rebuild both projections from the database, with no moment in which searches find nothing.
+
+    For everything: a new build (`rebuild`), embedded by `embedder_alias` (default: the live
+    build's), switched to when complete. For one tenant or KB: its rows rewritten in place, then
+    those the database no longer has removed (the same embedder, so old and new rows compare).
+    """
+    if tenant is None and kb is None:
+        return rebuild(embedder_alias=embedder_alias, log_progress=log_progress)
+    if embedder_alias not in (None, builds.current().live.embedder):
+        raise ImproperlyConfigured("a new embedder needs a rebuild of everything: reindex without --tenant/--kb")
+    tenants = [kb.tenant] if kb else [tenant]
     total = 0
     for one in tenants:
         kbs = [kb] if kb else list(one.knowledge_bases.all())
         if not kbs:
             continue
-        _delete_everywhere(_rows_of(one.pk, (k.pk for k in kbs)))
-        total += _project((r for k in kbs for r in expected_rows(one, k)), one,
-                          log_progress=log_progress and (lambda n, one=one: log_progress(f"{one.slug}: {n} rows")))
+        kb_ids = tuple(k.pk for k in kbs)
+        written: set[str] = set()
+        total += _project((r for k in kbs for r in expected_rows(one, k)), one, log_progress=log_progress,
+                          written=written)
+        # Only now: a row is replaced in place above, so searches find it throughout.
+        one.refresh_from_db(fields=["isolation"])
+        scope = _rows_of(one.pk, kb_ids, exclusive=_exclusive(one))
+        stale = (set(vector_index().ids(scope)) | set(keyword_index().ids(scope))) - written
+        for ids in _batches(sorted(stale)):
+            _delete_everywhere(replace(scope, ids=ids))
+        # Copies in the place the tenant's isolation does not use (a switch that died half-way).
+        _delete_in(_rows_of(one.pk, kb_ids), not _exclusive(one))
     return {"tenants": len(tenants), "rows": total}
 
 
-def _project(rows: Iterable[IndexRow], tenant: Tenant, *, log_progress=None) -> int:
-    batch, total = [], 0
+def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
+    """Write every row into a new build while searches read the live one, then switch and drop the old.
+
+    While it runs, every other write and delete goes to both builds (write_rows reads the state on
+    each batch, removals on each call, after their transaction committed), so nothing committed
+    meanwhile is missing from the new build; the scan's own writes re-check the database after each
+    batch (`still_wanted`), and a reconcile of the new build just before the switch removes rows
+    whose deletion raced with the scan, and rows of deleted knowledge bases.
+    """
+    with builds.reindex_lock():
+        state = builds.current()
+        if state.building is not None:  # left by a reindex that died (its lock is free): nobody writes it
+            log.warning("dropping build %s, left unfinished by an earlier reindex", state.building.number)
+            builds.write(BuildState(live=state.live))
+            _drop_build(state.building.number)
+        alias = embedder_alias or state.live.embedder
+        embedders.backend(alias)  # an unknown alias fails here, before anything is written
+        new = Build(state.live.number + 1, alias)
+        _drop_build(new.number)  # leftovers of an attempt that died before recording itself
+        builds.write(BuildState(live=state.live, building=new))
+        tenants = list(Tenant.objects.all())
+        total = 0
+        try:
+            for one in tenants:
+                total += _project(_rows_to_project(one), one, targets=[new], log_progress=log_progress)
+            for one in tenants:
+                reconcile(one, repair=True, build=new)
+            reconcile_removed(repair=True, build=new)
+        except BaseException:
+            builds.write(BuildState(live=state.live))  # serve and write the old build alone again
+            _drop_build(new.number)
+            raise
+        builds.write(BuildState(live=new))  # the switch: every process's next lookup reads the new build
+        if log_progress:
+            log_progress(f"switched to build {new.number}; dropping build {state.live.number}")
+        time.sleep(float(settings.LOCI_REINDEX_DRAIN_SECONDS))  # searches already under way on the old build
+        _drop_build(state.live.number)
+    return {"tenants": len(tenants), "rows": total, "build": new.number, "embedder": alias}
+
+
+def _drop_build(number: int) -> None:
+    vector_index(build=number).drop_all()
+    keyword_index(build=number).drop_all()
+
+
+def _rows_to_project(tenant: Tenant) -> Iterable[IndexRow]:
+    """A tenant's expected rows and those of its documents still being indexed: their index stage,
+    which sees a change of place (an isolation switch, a new build) only at its next batch, may
+    already be past its last one."""
+    indexing = Document.objects.filter(kb__tenant=tenant, status=Document.Status.INDEXING)
+    return chain(expected_rows(tenant), (row for d in indexing.select_related("kb") for row in document_rows(d)))
+
+
+def _project(rows: Iterable[IndexRow], tenant: Tenant, *, targets: list[Build] | None = None, log_progress=None,
+             written: set[str] | None = None) -> int:
+    """Write a tenant's rows in batches, each write re-checked against the database (`still_wanted`)."""
+
+    def write(batch: list[IndexRow]) -> int:
+        n = write_rows(batch, exclusive=_exclusive(tenant), check=still_wanted(tenant.pk), targets=targets)
+        if written is not None:
+            written.update(r.id for r in batch)
+        return n
+
+    return _in_batches(rows, write, tenant, log_progress)
+
+
+def _in_batches(rows: Iterable[IndexRow], write: Callable[[list[IndexRow]], int], tenant: Tenant, log_progress) -> int:
+    batch: list[IndexRow] = []
+    total = 0
     for row in rows:
         batch.append(row)
         if len(batch) >= 512:
-            total += write_rows(batch, exclusive=_exclusive(tenant), check=still_wanted(tenant.pk))
+            total += write(batch)
             batch = []
             if log_progress:
-                log_progress(total)
+                log_progress(f"{tenant.slug}: {total} rows")
     if batch:
-        total += write_rows(batch, exclusive=_exclusive(tenant), check=still_wanted(tenant.pk))
+        total += write(batch)
     return total
 
 
@@ -279,9 +416,10 @@ def move_tenant_rows(tenant_id: int) -> dict:
     """After an isolation switch: write the tenant's rows where its isolation now puts them, then clear the old place.
 
     The rows are projected again from the database (the embedding cache hands back the vectors the
-    first indexing computed). Documents still being indexed are written too: their index stage,
-    which sees the switch after its next batch, may already be past its last one. Idempotent: run
-    again after a crash it finishes the move.
+    first indexing computed), into every build that must have them (during an online reindex, the
+    one being built too). Documents still being indexed are written too: their index stage, which
+    sees the switch after its next batch, may already be past its last one. Idempotent: run again
+    after a crash it finishes the move.
     """
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
@@ -289,30 +427,33 @@ def move_tenant_rows(tenant_id: int) -> dict:
     kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
     if not kb_ids:
         return {"tenant": tenant.slug, "rows": 0}
-    indexing = Document.objects.filter(kb__tenant=tenant, status=Document.Status.INDEXING)
-    rows = chain(expected_rows(tenant), (row for d in indexing.select_related("kb") for row in document_rows(d)))
-    written = _project(rows, tenant)
+    written = _project(_rows_to_project(tenant), tenant)
     # Read again: a second switch meanwhile makes the other place the current one, and its own move follows.
     tenant.refresh_from_db(fields=["isolation"])
     _delete_in(_rows_of(tenant.pk, kb_ids), not _exclusive(tenant))
     return {"tenant": tenant.slug, "rows": written}
 
 
-def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
-    """Compare the database with both indexes; with repair, write what is missing and drop what is stale.
+def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = None) -> dict:
+    """Compare the database with both indexes (of the live build, or of `build`); with repair, write
+    what is missing and drop what is stale.
 
     Stale rows are rows of the tenant's knowledge bases the database does not hold, rows in the place
     its isolation does not use (left by an isolation switch), and rows of its deleted knowledge bases.
+    For a build being written (a reindex's last pass) the rows of documents still being indexed are
+    expected too: their index stage writes the rest of them to both builds, and must find the start.
     """
     kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
     removed = tuple(RemovedKnowledgeBase.objects.filter(tenant_id=tenant.pk).values_list("kb_id", flat=True))
     report = {"tenant": tenant.slug, "expected": 0}
-    expected = {row.id: row for row in expected_rows(tenant)} if kb_ids else {}
+    rows = expected_rows(tenant) if build is None else _rows_to_project(tenant)
+    expected = {row.id: row for row in rows} if kb_ids else {}
     report["expected"] = len(expected)
     here = _exclusive(tenant)
     leftovers = _leftover_filters(tenant.pk, kb_ids, removed, here)
+    number = None if build is None else build.number
     missing: dict[str, set[str]] = {}
-    for name, index in (("vector", vector_index()), ("keyword", keyword_index())):
+    for name, index in (("vector", vector_index(build=number)), ("keyword", keyword_index(build=number))):
         present = set(index.ids(_rows_of(tenant.pk, kb_ids, exclusive=here))) if kb_ids else set()
         missing[name], stale = expected.keys() - present, present - expected.keys()
         elsewhere = sorted(i for flt in leftovers for i in index.ids(flt))
@@ -325,21 +466,24 @@ def reconcile(tenant: Tenant, *, repair: bool = False) -> dict:
             for flt in leftovers:
                 index.delete(flt)
     if repair and missing["vector"]:
-        write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=here, check=still_wanted(tenant.pk))
+        write_rows([expected[i] for i in sorted(missing["vector"])], exclusive=here, check=still_wanted(tenant.pk),
+                   targets=None if build is None else [build])
     if repair:  # rows only the keyword index lacks need no embedding
-        _write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant)
+        _write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant, number)
     fixed = missing["vector"] | missing["keyword"]
     report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))))
     return report
 
 
-def reconcile_removed(*, repair: bool = False) -> dict:
-    """Rows left in either index of knowledge bases deleted from the database (their tenants included)."""
+def reconcile_removed(*, repair: bool = False, build: Build | None = None) -> dict:
+    """Rows left in either index (of the live build, or of `build`) of knowledge bases deleted from
+    the database (their tenants included)."""
     by_tenant: dict[int, list[int]] = {}
     for tenant_id, kb_id in RemovedKnowledgeBase.objects.values_list("tenant_id", "kb_id"):
         by_tenant.setdefault(tenant_id, []).append(kb_id)
     report = {"removed_knowledge_bases": sum(map(len, by_tenant.values()))}
-    for name, index in (("vector", vector_index()), ("keyword", keyword_index())):
+    number = None if build is None else build.number
+    for name, index in (("vector", vector_index(build=number)), ("keyword", keyword_index(build=number))):
         stale = []
         for tenant_id, kb_ids in by_tenant.items():
             for flt in _leftover_filters(tenant_id, (), kb_ids, False):
@@ -380,13 +524,13 @@ def refill_empty_keyword_index() -> int:
     return written
 
 
-def _write_keyword_rows(rows: Iterable[IndexRow], tenant: Tenant) -> int:
+def _write_keyword_rows(rows: Iterable[IndexRow], tenant: Tenant, build: int | None = None) -> int:
     batch, written = [], 0
     for row in rows:
         batch.append(row)
         if len(batch) == 512:
-            keyword_index().upsert(batch, exclusive=_exclusive(tenant))
+            keyword_index(build=build).upsert(batch, exclusive=_exclusive(tenant))
             written, batch = written + len(batch), []
     if batch:
-        keyword_index().upsert(batch, exclusive=_exclusive(tenant))
+        keyword_index(build=build).upsert(batch, exclusive=_exclusive(tenant))
     return written + len(batch)

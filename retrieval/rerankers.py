@@ -8,13 +8,13 @@ or None when reranking is not configured.
 
 import logging
 import math
-import threading
 from typing import Protocol
 
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from loci.backends import DEFAULT_ALIAS, rerankers
 from retrieval.embeddings.base import batches
 
 logger = logging.getLogger(__name__)
@@ -25,11 +25,20 @@ class RerankError(Exception):
 
 
 class Reranker(Protocol):
-    """Scores every text against the query; one float per text, in the texts' order."""
+    """Scores every text against the query; one float per text, in the texts' order.
+
+    Construction: the BACKEND of a LOCI_RERANKERS alias, called with its OPTIONS, returns a
+    reranker or None (reranking not configured); bad settings raise ImproperlyConfigured.
+    Shared by threads only when it sets `thread_safe = True`.
+    """
 
     name: str
 
-    def rerank(self, query: str, texts: list[str]) -> list[float]: ...
+    def rerank(self, query: str, texts: list[str]) -> list[float]:
+        """Exactly len(texts) finite floats, higher is more relevant, comparable within one call.
+        TypeError for a non-str query or a bare string as texts; RerankError when any passage
+        could not be scored (the caller then keeps its own order): never a partial list."""
+        ...
 
 
 def _check_args(query: str, texts: list[str]) -> list[str]:
@@ -62,6 +71,8 @@ def _scores_from_reply(reply, count: int) -> list[float]:
 
 class HttpReranker:
     """An OpenAI/vLLM/Jina-style `POST {base}/rerank` endpoint (a cross-encoder such as bge-reranker)."""
+
+    thread_safe = True  # its one state is an openai.OpenAI client, which is thread-safe
 
     def __init__(self, *, base_url: str, model: str, api_key: str = "none", timeout: float = 30.0, max_retries: int = 1, batch_size: int = 64):
         if not base_url or not model:
@@ -97,6 +108,7 @@ class LlmJudgeReranker:
     """Scores passages 0–10 for relevance with the chat model (loci.llm), returned as 0–1."""
 
     name = "llm-judge"
+    thread_safe = True  # stateless: every call goes through loci.llm
 
     def __init__(self, *, batch_size: int = 10, max_chars: int = 1200, max_attempts: int | None = None):
         self.batch_size = batch_size  # small batches keep the score list short enough to come back whole
@@ -138,6 +150,10 @@ class LlmJudgeReranker:
 class FailoverReranker:
     """Ask the primary reranker; when it raises, log a warning and ask the fallback."""
 
+    @property
+    def thread_safe(self) -> bool:  # stateless itself; shared when both rerankers are
+        return all(getattr(r, "thread_safe", False) for r in (self.primary, self.fallback))
+
     def __init__(self, primary: Reranker, fallback: Reranker):
         self.primary = primary
         self.fallback = fallback
@@ -177,22 +193,15 @@ def build_reranker() -> Reranker | None:
     return http or judge
 
 
-_lock = threading.Lock()
-_built: tuple[tuple, Reranker | None] | None = None
+def configured_reranker(options: dict) -> Reranker | None:
+    """The BACKEND of the default LOCI_RERANKERS alias: what the RERANK_* settings describe (or None)."""
+    return build_reranker()
 
 
-def reranker() -> Reranker | None:
-    """The process's configured reranker, or None when reranking is not configured."""
-    global _built
-    names = ("RERANK_BASE_URL", "RERANK_API_KEY", "RERANK_MODEL", "RERANK_FALLBACK", "RERANK_TIMEOUT", "LLM_ENABLED")
-    key = tuple(str(getattr(settings, name, None)) for name in names)
-    with _lock:
-        if _built is None or _built[0] != key:
-            _built = (key, build_reranker())
-        return _built[1]
+def reranker(alias: str = DEFAULT_ALIAS) -> Reranker | None:
+    """The configured reranker of `alias`, or None when reranking is not configured."""
+    return rerankers.get(alias)
 
 
 def reset_reranker() -> None:
-    global _built
-    with _lock:
-        _built = None
+    rerankers.reset()

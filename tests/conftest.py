@@ -1,6 +1,7 @@
 """Shared fixtures: alice owns tenant acme, bob is a viewer there, charlie owns tenant globex."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,38 @@ from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: 
 
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DOCS = SHARED_DATA / "docs" / "unstructured"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedding_cache_of_this_run(tmp_path_factory):
+    """The embedding cache every test of this run uses, and every process a test starts (`app_env`).
+
+    A cache left by an earlier run, perhaps of another embedder version, would serve vectors the
+    code under test never computed and hide a regression; so each run starts empty, and only a test
+    that asks for `warm_embedding_cache` reads vectors of earlier runs. Set at session scope, before
+    any module fixture starts a process, and restored afterwards.
+    """
+    from django.conf import settings
+
+    previous = settings.EMBEDDING_CACHE_PATH
+    settings.EMBEDDING_CACHE_PATH = tmp_path_factory.mktemp("embedding-cache") / "embedding-cache.sqlite3"
+    yield settings.EMBEDDING_CACHE_PATH
+    settings.EMBEDDING_CACHE_PATH = previous
+
+
+@pytest.fixture
+def warm_embedding_cache(settings, embedding_cache_of_this_run):
+    """A cache kept between runs, for a slow test whose time goes into embedding the same texts again.
+
+    One file per embedder name, which carries the model's package version, under the var dir (never
+    committed): vectors of another model or version are never served. The processes the test starts
+    get the same file through `app_env`.
+    """
+    from retrieval.embeddings import build_provider
+
+    name = re.sub(r"[^\w.@+-]+", "_", build_provider(settings.LOCI_EMBEDDER).name)
+    settings.EMBEDDING_CACHE_PATH = settings.VAR_DIR / "test-embedding-cache" / f"{name}.sqlite3"
+    return settings.EMBEDDING_CACHE_PATH
 
 
 @pytest.fixture(autouse=True)

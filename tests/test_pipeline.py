@@ -18,7 +18,10 @@ from retrieval.search import search
 from tenants.access import permitted_scope
 from tests.conftest import DOCS, SHARED_DATA
 
-pytestmark = pytest.mark.usefixtures("lite_vector_settings")
+# The warm embedding cache (tests/conftest.py): these tests check what the pipeline stores and what
+# search finds, not how vectors are computed (tests/test_embeddings.py does, cold), and re-embedding
+# the same PDF on every run is most of this file's time.
+pytestmark = pytest.mark.usefixtures("lite_vector_settings", "warm_embedding_cache")
 
 
 def ingest(scope, kb, path, name=None):

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from django.conf import settings
+
 from tests.index_fixtures import free_port  # noqa: F401  (tests import it from here too)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,12 +46,17 @@ def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
-    """The environment of every process in one scenario: its own var dir, media and Milvus Lite port."""
+    """The environment of every process in one scenario: its own var dir, media and Milvus Lite port.
+
+    The embedding cache is the test's own (tests/conftest.py: this run's, or the warm one where a
+    test asks for it), named explicitly: the var dir's default would start every scenario cold.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env.update(
         DJANGO_SETTINGS_MODULE="loci.settings",
         LOCI_VAR_DIR=str(var_dir),
         LOCI_MEDIA_ROOT=str(var_dir / "media"),
+        EMBEDDING_CACHE_PATH=str(settings.EMBEDDING_CACHE_PATH),
         MILVUS_LITE_PORT=str(free_port()),
         LLM_DISABLED="1",
         PYTHONUNBUFFERED="1",
@@ -115,11 +122,19 @@ class Worker:
         if self.proc is not None:
             self.proc.wait(timeout=30)
 
+    def pause(self) -> None:
+        """SIGSTOP the whole group: a worker frozen mid-stage (swapped out, a VM paused), not dead."""
+        _kill_group(self.proc, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        _kill_group(self.proc, signal.SIGCONT)
+
     def stop(self, timeout: float = 20) -> None:
         """Warm shutdown (SIGTERM), then SIGKILL whatever is left of the group."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            _kill_group(self.proc, signal.SIGCONT)  # a paused worker cannot shut down
             _kill_group(self.proc, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)

@@ -11,7 +11,7 @@ class DocumentSerializer(serializers.ModelSerializer):
         model = Document
         fields = ["id", "kb", "filename", "sha256", "size", "content_type", "detected_type", "status", "stage",
                   "progress", "error", "attempts", "chunk_count", "episode_count", "fact_count", "page_count",
-                  "extraction_mode", "created_at", "updated_at", "started_at", "finished_at", "download_url"]
+                  "retryable", "extraction_mode", "created_at", "updated_at", "started_at", "finished_at", "download_url"]
         read_only_fields = fields
 
     def get_download_url(self, obj) -> str:

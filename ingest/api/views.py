@@ -62,10 +62,11 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     @extend_schema(request=None, responses=DocumentSerializer)
     @action(detail=True, methods=["post"])
     def rerun(self, request, pk=None):
-        """Process a failed (or finished) document again from the start."""
+        """Process a failed, finished or stalled document again from the start."""
         document = self.get_object()
-        if not document.is_finished:
-            raise ValidationError({"status": f"The document is still {document.status}; wait for it to finish."})
+        if not document.can_rerun:
+            raise ValidationError({"status": f"The document is still {document.status} and moving; "
+                                             "wait for it to finish."})
         document = rerun_document(self.scope, document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 

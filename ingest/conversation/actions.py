@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 CONVERSATIONS_KB = "conversations"
 # A fact with fewer distinct content terms (stop words and speaker names aside) is chat filler.
 MIN_FACT_TERMS = 1
-# Words of a model-free episode narrative (see `narrative`): a 12-turn MemCell's statements.
-# With 6-turn MemCells, 200 recalled more LoCoMo evidence than 80 (the extractor's summary) or 400;
-# with 12-turn ones (boundaries.MAX_SEGMENT_MESSAGES) 400 keeps the whole MemCell.
+# Words of a model-free episode narrative (see `narrative`): a 12-turn MemCell's statements. With
+# 12-turn MemCells (boundaries.MAX_SEGMENT_MESSAGES) 400 keeps the whole MemCell
+# (see bench/RESULTS.md, "Design notes moved from code comments", EPISODE_WORDS).
 EPISODE_WORDS = 400
 
 
@@ -215,7 +215,7 @@ def attributed(text: str, who: str) -> str:
     """A statement that does not name its speaker is prefixed with it ("Melanie: The kids loved it").
 
     Without the speaker "the kids loved it" is nobody's, and questions name the person they are
-    about; on LoCoMo conversation 0 it lifted hybrid evidence recall@10 from 0.65 to 0.67.
+    about (see bench/RESULTS.md, "Design notes moved from code comments", speaker-attributed statements).
     """
     if not who or who.lower() in text.lower() or who.split()[0].lower() in text.lower():
         return text

@@ -25,19 +25,18 @@ TIME_GAP = timedelta(hours=4)
 # Hearst 1997): one chat turn is too short to carry a topic, three usually name it.
 TOPIC_WINDOW = 3
 # A gap whose before/after cosine (multilingual-e5-small, means of TOPIC_WINDOW turns) falls below
-# this, at a local minimum, is a topic shift. e5 compresses cosines: over LoCoMo conversations 0-1
-# the in-session gap similarities have median 0.944, 10th percentile 0.920, 5th 0.910.
+# this, at a local minimum, is a topic shift. e5 compresses cosines, so a shift shows as a small dip
+# from an already high similarity; the threshold sits at the low tail of in-session gaps
+# (see bench/RESULTS.md, "Design notes moved from code comments", TOPIC_THRESHOLD).
 TOPIC_THRESHOLD = 0.91
 # No topic boundary leaves a segment shorter than this.
 MIN_SEGMENT_MESSAGES = 3
 # A segment longer than this is cut at its least similar gap (never between a question and its
 # answer while another gap will do). While hybrid search returned whole episodes, short MemCells
-# won: each hit episode spent one evidence slot per turn (LoCoMo conversation 0: 6 turns 0.71, 12
-# turns 0.59). Since facts with their own fusion weights fill the results, an episode is mostly the
-# context that ranks its facts, and a longer one carries more of it: on LoCoMo conversations 0-5,
-# hybrid evidence recall@10 was 0.749 for 6 turns (200-word episodes), 0.756 for 12 (400 words),
-# 0.735 for 24 (800 words). Within 6 turns the threshold above made no measurable difference
-# (0.89 and 0.93 scored the same).
+# won: each hit episode spent one evidence slot per turn. Since facts with their own fusion weights
+# fill the results, an episode is mostly the context that ranks its facts, and a longer one carries
+# more of it, up to a point
+# (see bench/RESULTS.md, "Design notes moved from code comments", MAX_SEGMENT_MESSAGES).
 MAX_SEGMENT_MESSAGES = 12
 
 # EverCore allows five attempts at a usable boundary reply.

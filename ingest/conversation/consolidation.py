@@ -32,9 +32,10 @@ from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 
-# multilingual-e5-small compresses cosines: among LoCoMo conversation 0's ~760 facts the median
-# nearest neighbour is at 0.93 and 98 facts have one above 0.95 that says something else. 0.97
-# with the lexical checks below merges restatements ("… mean a lot" / "… really mean a lot").
+# multilingual-e5-small compresses cosines: a typical fact's nearest neighbour is already close, and
+# many facts have a neighbour that says something else above any looser threshold
+# (see bench/RESULTS.md, "Design notes moved from code comments", DUPLICATE_COSINE).
+# 0.97 with the lexical checks below merges restatements ("… mean a lot" / "… really mean a lot").
 DUPLICATE_COSINE = 0.97
 DUPLICATE_MIN_JACCARD = 0.6  # share of distinct content terms the two statements have in common
 # Below this, two facts are about different things even when a pattern matches both

@@ -183,9 +183,9 @@ _AUXILIARY = re.compile(
 )
 
 
-# A Chinese sentence longer than this is cut at clause boundaries (connectives, then commas). 120
-# cut CMRC answers in two ("…也准备上市" | "因此64DD从上市就充满著困难"): 200 put the answer within
-# 200 characters for 0.890 of questions against 0.881; 300 measured the same as 200.
+# A Chinese sentence longer than this is cut at clause boundaries (connectives, then commas). A
+# shorter cap cut answers in two ("…也准备上市" | "因此64DD从上市就充满著困难"); a longer one gained
+# nothing (see bench/RESULTS.md, "Design notes moved from code comments", ZH_MAX_CHARS).
 ZH_MAX_CHARS = 200
 
 

@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('contenttypes', '0002_remove_content_type_name'),
-        ('ingest', '0002_move_models_to_memory'),
+        ('ingest', '0003_move_models_to_memory'),
         ('tenants', '0001_initial'),
     ]
 
@@ -64,6 +64,8 @@ class Migration(migrations.Migration):
                         ('updated_at', models.DateTimeField(auto_now=True)),
                         ('started_at', models.DateTimeField(blank=True, null=True)),
                         ('finished_at', models.DateTimeField(blank=True, null=True)),
+                        ('claim_token', models.UUIDField(blank=True, editable=False, null=True)),
+                        ('retryable', models.BooleanField(default=True, help_text='false when the failure is in the file itself')),
                         ('kb', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='tenants.knowledgebase')),
                     ],
                     options={

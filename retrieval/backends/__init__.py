@@ -1,71 +1,41 @@
-"""The configured index projections, loaded once per process like Django's CACHES.
+"""The configured index projections: thin accessors over the backend handler (loci.backends).
 
-`vector_index()` and `keyword_index()` build the backend named by LOCI_VECTOR_INDEX /
-LOCI_KEYWORD_INDEX (`BACKEND` dotted path, `OPTIONS` dict) on first use. The checks every
-backend applies to its arguments (filters, rows, top_k) live here so they are the same everywhere.
+`vector_index()` and `keyword_index()` are the `default` aliases of LOCI_VECTOR_INDEX /
+LOCI_KEYWORD_INDEX (`BACKEND` dotted path, `OPTIONS` dict), in the build the default aliases serve
+now (retrieval.builds); `vector_index(build=n)` is one build in particular (a reindex writing it).
+The checks every backend applies to its arguments (filters, rows, top_k) live here so they are the
+same everywhere.
 """
 
 import numbers
-import threading
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-from django.utils.module_loading import import_string
-
+from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from retrieval import builds
 from retrieval.backends.base import KINDS, IndexFilter, IndexRow, KeywordIndex, VectorIndex
 
-_SETTINGS = ("LOCI_VECTOR_INDEX", "LOCI_KEYWORD_INDEX")
-_instances: dict[str, object] = {}
-_lock = threading.Lock()
+
+def _build(alias: str, build: int | None) -> int:
+    if build is not None:
+        return build
+    if alias != DEFAULT_ALIAS:
+        return 0  # builds are of the default aliases; another alias is what its settings say
+    return builds.current().live.number
 
 
-def _load(setting: str):
-    with _lock:
-        if setting not in _instances:
-            _instances[setting] = _build(setting, getattr(settings, setting, None))
-        return _instances[setting]
+def vector_index(alias: str = DEFAULT_ALIAS, *, build: int | None = None) -> VectorIndex:
+    """The vector index of `alias`, in the live build unless `build` says which."""
+    return vector_indexes.get(alias, build=_build(alias, build))
 
 
-def _build(setting: str, conf):
-    if not isinstance(conf, dict) or not isinstance(conf.get("BACKEND"), str):
-        raise ImproperlyConfigured(f"{setting} must be a dict with a BACKEND dotted path.")
-    options = conf.get("OPTIONS", {})
-    if not isinstance(options, dict):
-        raise ImproperlyConfigured(f"{setting}['OPTIONS'] must be a dict.")
-    try:
-        backend = import_string(conf["BACKEND"])
-    except ImportError as exc:
-        raise ImproperlyConfigured(f"{setting}: cannot import {conf['BACKEND']!r}: {exc}") from exc
-    return backend(dict(options))
-
-
-def vector_index() -> VectorIndex:
-    """The process-wide vector index."""
-    return _load("LOCI_VECTOR_INDEX")
-
-
-def keyword_index() -> KeywordIndex:
-    """The process-wide keyword index."""
-    return _load("LOCI_KEYWORD_INDEX")
+def keyword_index(alias: str = DEFAULT_ALIAS, *, build: int | None = None) -> KeywordIndex:
+    """The keyword index of `alias`, in the live build unless `build` says which."""
+    return keyword_indexes.get(alias, build=_build(alias, build))
 
 
 def reset_backends() -> None:
-    """Close and forget the loaded backends; the next call builds them again from settings."""
-    with _lock:
-        instances = list(_instances.values())
-        _instances.clear()
-    for instance in instances:
-        close = getattr(instance, "close", None)
-        if close:
-            close()
-
-
-@receiver(setting_changed)
-def _reset_on_setting_change(*, setting, **kwargs):
-    if setting in _SETTINGS:
-        reset_backends()
+    """Close and forget the loaded indexes; the next call builds them again from settings."""
+    vector_indexes.reset()
+    keyword_indexes.reset()
 
 
 # --- Argument checks shared by every backend. Filters arrive from code that built them out of

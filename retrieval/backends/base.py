@@ -54,19 +54,81 @@ class Hit:
     extra: dict = field(default_factory=dict)
 
 
-class VectorIndex(Protocol):
-    def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None: ...
-    def delete(self, flt: IndexFilter) -> int: ...
-    def search(self, vector: list[float], flt: IndexFilter, top_k: int, min_score: float | None = None) -> list[Hit]: ...
-    def count(self, flt: IndexFilter) -> int: ...
-    def ids(self, flt: IndexFilter) -> Iterable[str]: ...
-    def drop_all(self) -> None: ...
+class _IndexContract(Protocol):
+    """What every index backend does (the vector and keyword protocols add `search`).
+
+    Construction: `Backend(options: dict)`, OPTIONS of its LOCI_*_INDEX alias; a missing or invalid
+    option raises ImproperlyConfigured. No connection is opened until first use. A backend shared by
+    threads sets `thread_safe = True` (else the handler builds one per thread), and survives a fork
+    (a connection inherited from the parent is neither used nor closed in the child).
+
+    Every method checks its arguments before anything reaches the engine and raises ValueError for
+    a wrong type or range (retrieval.backends.clean_filter / clean_rows / check_top_k). A filter
+    with no kb_ids matches nothing; a user-supplied value is only ever a value (escaped or bound),
+    never part of the query's shape. An engine error propagates as the engine's own exception; a
+    table set, collection or index that does not exist yet reads as empty, without error.
+    """
+
+    def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None:
+        """Insert or replace `rows` by id (the last of a repeated id wins): idempotent, so a retried
+        task never duplicates a row, and a replaced row keeps none of its old text. `exclusive`
+        routes every row to its tenant's own table set. A row is searchable once this returns."""
+        ...
+
+    def delete(self, flt: IndexFilter) -> int:
+        """Remove every row the filter matches (the `statuses` narrowing included: pass () for any
+        status), in every table set of the filter's isolation and every vector width; return how many."""
+        ...
+
+    def count(self, flt: IndexFilter) -> int:
+        """How many rows the filter matches, exactly."""
+        ...
+
+    def ids(self, flt: IndexFilter) -> Iterable[str]:
+        """The ids of every row the filter matches, any number, in pages (no limit, no open
+        transaction between pages). Arguments are checked when called, not on the first next()."""
+        ...
+
+    def drop_all(self) -> None:
+        """Remove every table set of this backend's namespace (and only that: another prefix, build
+        or analyzer generation's is left alone, older generations of its own included); usable afterwards."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the backend reconnects if used again."""
+        ...
+
+    def ping(self) -> None:
+        """One cheap round trip to the engine (the health check); raises when it is unreachable."""
+        ...
+
+    @staticmethod
+    def build_options(options: dict, build: int) -> dict:
+        """The OPTIONS of projection build `build` > 0: the same engine, a namespace of its own
+        that this namespace's drop_all, count, ids and delete never touch (retrieval/builds.py)."""
+        ...
 
 
-class KeywordIndex(Protocol):
-    def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None: ...
-    def delete(self, flt: IndexFilter) -> int: ...
-    def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]: ...
-    def count(self, flt: IndexFilter) -> int: ...
-    def ids(self, flt: IndexFilter) -> Iterable[str]: ...
-    def drop_all(self) -> None: ...
+class VectorIndex(_IndexContract, Protocol):
+    """Rows with a vector, searched by cosine similarity; each vector width in its own collection,
+    so rows of a model of another width are never compared with a query (they are not found)."""
+
+    def search(self, vector: list[float], flt: IndexFilter, top_k: int, min_score: float | None = None) -> list[Hit]:
+        """At most `top_k` rows (-1: as many as the engine allows) the filter matches, best first,
+        `Hit.score` the cosine similarity (1.0 for the row's own vector), none under `min_score`.
+        The filter applies inside the search, before the limit, never to its results. Rows picked
+        by `ids`, `parent_ids` or `or_ids` are all scored (exhaustively, not approximately).
+        Raises ValueError for an empty vector; upsert raises ValueError for a row without one."""
+        ...
+
+
+class KeywordIndex(_IndexContract, Protocol):
+    """Rows with text, searched by BM25 over retrieval.text's analysis (segmented, stemmed, the
+    same in every backend, so the same query finds the same rows)."""
+
+    def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]:
+        """At most `top_k` rows matching any of the query's terms (the first 64 distinct) and the
+        filter, best first, `Hit.score` the BM25 score (> 0, higher is better). Query text is only
+        ever terms: no operator or field syntax of the engine gets through, and it neither errors
+        nor widens the filter. An empty or stopword-only query finds nothing; a non-str raises ValueError."""
+        ...

@@ -130,6 +130,16 @@ def _deleted(result) -> int:
 class MilvusVectorIndex:
     """VectorIndex on Milvus or Milvus Lite: cosine similarity, filters inside the search."""
 
+    # One per process: a MilvusClient's gRPC channel serves concurrent calls, the client is made
+    # under a lock, and the set of known collections only grows (or is reset) atomically.
+    thread_safe = True
+
+    @staticmethod
+    def build_options(options: dict, build: int) -> dict:
+        """The OPTIONS of projection build `build`: collections of its own, `{prefix}_b{build}_{dim}`
+        (which the prefix's own patterns, `{prefix}_{dim}` and `{prefix}_t{id}_{dim}`, never match)."""
+        return {**options, "collection_prefix": f"{options.get('collection_prefix') or 'loci'}_b{int(build)}"}
+
     def __init__(self, options: dict):
         self.uri = options.get("uri") or ""
         self.token = options.get("token") or ""

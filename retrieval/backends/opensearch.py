@@ -86,6 +86,15 @@ def build_search_body(query_tokens: list[str], flt: IndexFilter, top_k: int) -> 
 class OpenSearchKeywordIndex:
     """KeywordIndex on OpenSearch: one index per alias, whitespace-analysed pre-segmented text."""
 
+    # One per process: opensearch-py's client is thread-safe (urllib3 connection pool), and it is
+    # created under a lock.
+    thread_safe = True
+
+    @staticmethod
+    def build_options(options: dict, build: int) -> dict:
+        """The OPTIONS of projection build `build`: indexes of its own, `{prefix}-b{build}-...`."""
+        return {**options, "index_prefix": f"{options.get('index_prefix') or 'loci'}-b{int(build)}"}
+
     def __init__(self, options: dict):
         self.url = options.get("url") or ""
         self.prefix = options.get("index_prefix") or "loci"

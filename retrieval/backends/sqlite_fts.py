@@ -84,6 +84,16 @@ def match_expression(terms: list[str]) -> str:
 class SqliteKeywordIndex:
     """KeywordIndex over SQLite FTS5 with bm25() ranking; several processes may write at once."""
 
+    # One per process: each thread gets its own sqlite3 connection from the thread-local below.
+    thread_safe = True
+
+    @staticmethod
+    def build_options(options: dict, build: int) -> dict:
+        """The OPTIONS of projection build `build`: a file of its own beside the configured one
+        (`keyword.sqlite3` -> `keyword.b3.sqlite3`), so dropping an old build never touches the new."""
+        path = Path(options.get("path") or "keyword.sqlite3")
+        return {**options, "path": str(path.with_name(f"{path.stem}.b{int(build)}{path.suffix}"))}
+
     def __init__(self, options: dict):
         if not options.get("path"):
             raise ImproperlyConfigured("SqliteKeywordIndex needs OPTIONS['path'].")

@@ -1,36 +1,44 @@
-"""The configured embedding provider: `embedder()` builds it once per process from settings.
+"""The configured embedding providers: `embedder()` is a thin accessor over the backend handler.
 
     vectors = embedder().embed_documents(texts)   # (n, embedder().dim) float32, unit rows
     query = embedder().embed_query(text)
 
+`embedder()` is the embedder whose vectors the live index build holds (the `default` alias of
+LOCI_EMBEDDERS until an online reindex switches to another, retrieval/builds.py), so queries are
+always embedded in the vector space they search. `embedder("next")` is one alias in particular.
 `embedder().name` identifies the vector space and `embedder().dim` its width: the index layer names
-collections by dim, so changing LOCI_EMBEDDER means a reindex, never mixed vectors or lost data.
+collections by dim, so changing the model means a reindex, never mixed vectors or lost data.
 """
-
-import threading
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from loci.backends import embedders
+from retrieval import builds
 from retrieval.embeddings.base import Embedder, EmbeddingError
 from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
 from retrieval.embeddings.failover import FailoverEmbedder
 
-__all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "embedder", "reset_embedder"]
+__all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "configured_embedder", "embedder",
+           "reset_embedder"]
 
 _BATCH_SIZE = 64
 _FAILOVER_COOLDOWN_SECONDS = 30.0
 
-_lock = threading.Lock()
-_built: tuple[tuple, Embedder] | None = None
 
-
-def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
+def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = None) -> Embedder:
     """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "use" or "openai".
 
-    `max_retries` is the remote client's own retry count (local models ignore it).
+    `max_retries` is the remote client's own retry count (local models ignore it). `options`
+    (an alias's OPTIONS) override the flat EMBEDDING_* settings, by the same names in lower case
+    without the prefix: base_url, api_key, model, dim, timeout, query_prefix, document_prefix, threads.
     """
-    threads = int(getattr(settings, "EMBEDDING_THREADS", 0))
+    options = options or {}
+
+    def setting(name, default=None):
+        return options.get(name.lower(), getattr(settings, f"EMBEDDING_{name}", default))
+
+    threads = int(setting("THREADS", 0))
     if kind == "e5-small":
         from retrieval.embeddings.e5 import E5SmallEmbedder
 
@@ -42,23 +50,24 @@ def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
     if kind == "openai":
         from retrieval.embeddings.openai_compat import OpenAICompatEmbedder
 
-        if not settings.EMBEDDING_MODEL:
+        if not setting("MODEL"):
             raise ImproperlyConfigured("LOCI_EMBEDDER=openai needs EMBEDDING_MODEL (and usually EMBEDDING_BASE_URL)")
         return OpenAICompatEmbedder(
-            base_url=settings.EMBEDDING_BASE_URL,
-            api_key=settings.EMBEDDING_API_KEY,
-            model=settings.EMBEDDING_MODEL,
-            dim=settings.EMBEDDING_DIM,
-            timeout=float(getattr(settings, "EMBEDDING_TIMEOUT", 30.0)),
+            base_url=setting("BASE_URL"),
+            api_key=setting("API_KEY"),
+            model=setting("MODEL"),
+            dim=setting("DIM"),
+            timeout=float(setting("TIMEOUT", 30.0)),
             batch_size=_BATCH_SIZE,
-            query_prefix=getattr(settings, "EMBEDDING_QUERY_PREFIX", ""),
-            document_prefix=getattr(settings, "EMBEDDING_DOCUMENT_PREFIX", ""),
+            query_prefix=setting("QUERY_PREFIX", ""),
+            document_prefix=setting("DOCUMENT_PREFIX", ""),
             max_retries=max_retries,
         )
     raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small, use or openai")
 
 
-def build_embedder(primary: str | None = None, fallback: str | None = None, *, cache: bool | None = None) -> Embedder:
+def build_embedder(primary: str | None = None, fallback: str | None = None, *, cache: bool | None = None,
+                   options: dict | None = None) -> Embedder:
     """The primary provider (settings.LOCI_EMBEDDER), each provider behind the disk cache, with failover."""
     primary = primary or settings.LOCI_EMBEDDER
     fallback = settings.LOCI_EMBEDDER_FALLBACK if fallback is None else fallback
@@ -69,36 +78,37 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
     def wrap(provider: Embedder) -> Embedder:
         if not cache:
             return provider
-        return CachedEmbedder(provider, EmbeddingCache(settings.VAR_DIR / "embedding-cache.sqlite3"))
+        return CachedEmbedder(provider, EmbeddingCache(settings.EMBEDDING_CACHE_PATH))
 
     # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
-    built = wrap(build_provider(primary, max_retries=0 if fallback else 1))
+    built = wrap(build_provider(primary, max_retries=0 if fallback else 1, options=options))
     if fallback:
-        built = FailoverEmbedder(built, wrap(build_provider(fallback)), cooldown=_FAILOVER_COOLDOWN_SECONDS)
+        built = FailoverEmbedder(built, wrap(build_provider(fallback, options=options)),
+                                 cooldown=_FAILOVER_COOLDOWN_SECONDS)
     return built
 
 
-def _settings_key() -> tuple:
-    names = (
-        "LOCI_EMBEDDER", "LOCI_EMBEDDER_FALLBACK", "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_MODEL",
-        "EMBEDDING_DIM", "EMBEDDING_TIMEOUT", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX",
-        "EMBEDDING_THREADS", "EMBEDDING_CACHE", "VAR_DIR",
-    )
-    return tuple(str(getattr(settings, name, None)) for name in names)
+def configured_embedder(options: dict) -> Embedder:
+    """The BACKEND of the default LOCI_EMBEDDERS alias: `provider` (else LOCI_EMBEDDER), `fallback`
+    (else LOCI_EMBEDDER_FALLBACK), `cache` (else EMBEDDING_CACHE) and the EMBEDDING_* settings, each
+    overridable in OPTIONS, so an empty OPTIONS is exactly what the environment says."""
+    options = dict(options)
+    return build_embedder(options.pop("provider", None), options.pop("fallback", None),
+                          cache=options.pop("cache", None), options=options)
 
 
-def embedder() -> Embedder:
-    """The process's configured embedder, built on first use (models load lazily, nothing at import)."""
-    global _built
-    key = _settings_key()
-    with _lock:
-        # Rebuilt only when the settings it came from change (tests); models stay loaded regardless.
-        if _built is None or _built[0] != key:
-            _built = (key, build_embedder())
-        return _built[1]
+def embedder(alias: str | None = None) -> Embedder:
+    """The embedder of `alias`; by default the one the live index build was made with (built on
+    first use: models load lazily, nothing at import)."""
+    if alias is None:
+        alias = builds.current().live.embedder
+        if alias not in embedders.settings:
+            raise ImproperlyConfigured(
+                f"the live index build was embedded by the LOCI_EMBEDDERS alias {alias!r} (see LOCI_INDEX_STATE), "
+                "which is not configured: configure it, or `manage.py reindex --embedder default`")
+    return embedders.get(alias)
 
 
 def reset_embedder() -> None:
-    global _built
-    with _lock:
-        _built = None
+    """Forget the built embedders (loaded models stay loaded); the next call builds them again."""
+    embedders.reset()

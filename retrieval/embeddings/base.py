@@ -9,17 +9,26 @@ import numpy as np
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Texts in, float32 L2-normalised rows out; `name` changes whenever the vectors would."""
+    """Texts in, float32 L2-normalised rows out; `name` changes whenever the vectors would.
+
+    Construction: the BACKEND of a LOCI_EMBEDDERS alias is called with its OPTIONS; a missing or
+    invalid setting raises ImproperlyConfigured then, and no model loads or connection opens until
+    the first call. Shared by threads only when it sets `thread_safe = True`.
+    Every method: the same text gives the same vector (deterministic, so the disk cache is exact);
+    a wrong argument type raises TypeError; a provider that cannot produce vectors (unreachable,
+    malformed reply, wrong width) raises EmbeddingError, never returns a partial result.
+    """
 
     name: str  # identifies the vector space: a new name (or dim) means the index needs a reindex
-    dim: int
+    dim: int  # the width of every vector; fixed for the embedder's life
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        """One row per text, shape (len(texts), dim)."""
+        """One unit-length float32 row per text, in order, shape (len(texts), dim); an empty list
+        gives shape (0, dim), one string (not in a list) raises TypeError."""
         ...
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Shape (dim,); asymmetric models (e5) embed queries differently from documents."""
+        """Shape (dim,), unit length; asymmetric models (e5) embed queries differently from documents."""
         ...
 
 

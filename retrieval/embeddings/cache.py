@@ -84,6 +84,12 @@ class EmbeddingCache:
 class CachedEmbedder:
     """An embedder whose documents are looked up in an EmbeddingCache before the model is asked."""
 
+    # A connection per call to the disk cache, the in-memory query cache under its lock; safe to
+    # share when the wrapped provider is.
+    @property
+    def thread_safe(self) -> bool:
+        return getattr(self.inner, "thread_safe", False)
+
     def __init__(self, inner: Embedder, cache: EmbeddingCache):
         self.inner = inner
         self.cache = cache

@@ -42,6 +42,8 @@ def load_e5(threads: int = 0):
 class E5SmallEmbedder:
     """multilingual-e5-small (384-d) with the "query: " / "passage: " prefixes the model was trained on."""
 
+    thread_safe = True  # one model per process; calls take turns on _call_lock
+
     dim = 384
 
     def __init__(self, *, threads: int = 0, batch_size: int = 64):

@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 class FailoverEmbedder:
     """Ask the primary; when it raises, log a warning and ask the fallback (same dim) instead."""
 
+    @property
+    def thread_safe(self) -> bool:  # its own state is under _lock; shared when both providers are
+        return all(getattr(p, "thread_safe", False) for p in (self.primary, self.fallback))
+
     def __init__(self, primary: Embedder, fallback: Embedder, *, cooldown: float = 30.0):
         if primary.dim != fallback.dim:
             raise ImproperlyConfigured(

@@ -12,6 +12,8 @@ from retrieval.embeddings.base import EmbeddingError, batches, check_texts, empt
 class OpenAICompatEmbedder:
     """Embeddings from a remote OpenAI-compatible server, in batches, validated and L2-normalised."""
 
+    thread_safe = True  # openai.OpenAI is thread-safe; the learnt width is set under _dim_lock
+
     def __init__(
         self,
         *,

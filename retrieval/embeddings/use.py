@@ -29,6 +29,8 @@ def load_use(threads: int = 0):
 class UseEmbedder:
     """USE multilingual v3: symmetric, so queries and documents are embedded the same way."""
 
+    thread_safe = True  # one model per process; calls take turns on _call_lock
+
     dim = 512
 
     def __init__(self, *, threads: int = 0, batch_size: int = 64):

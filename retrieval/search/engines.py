@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder
@@ -93,26 +94,33 @@ def wait(pending: Pending):
 
 
 class Engines:
-    """The engine calls of one search, for one query text.
+    """The engine calls of one search, for one query text, in one index build.
 
-    The query is embedded once, on first need, and the embedding shared by every dense call.
+    The build is read once, when the search starts, so an online reindex switching builds meanwhile
+    cannot pair a query embedded by one build's model with the other build's vectors (the old build
+    stays for LOCI_REINDEX_DRAIN_SECONDS after a switch). The query is embedded once, on first need,
+    and the embedding shared by every dense call.
     `prefetch` records one engine answer for a set of ids so that later calls for a subset of them
     (with the same filter otherwise) are read from it instead of asking the engine again.
     """
 
-    def __init__(self, query: str):
+    def __init__(self, query: str, build: "builds.Build | None" = None):
         self.query = query
+        self.build = build or builds.current().live
         self._qvec_call: Pending | None = None
         self._qvec: list[float] | None = None
         self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
     def with_query(self, query: str) -> "Engines":
-        return Engines(query)
+        return Engines(query, self.build)
 
     # --- starting calls (request thread)
     def start_embedding(self) -> None:
         if self._qvec_call is None and self._qvec is None:
-            self._qvec_call = start("embedder", lambda q: [float(x) for x in embedder().embed_query(q)], self.query)
+            self._qvec_call = start("embedder", self._embed_query, self.query)
+
+    def _embed_query(self, query: str) -> list[float]:  # on the embedder pool
+        return [float(x) for x in embedder(self.build.embedder).embed_query(query)]
 
     def qvec(self) -> list[float]:
         if self._qvec is None:
@@ -125,13 +133,13 @@ class Engines:
         hits = self._from_prefetched(flt, 0)
         if hits is not None:
             return [h for h in hits if floor is None or h.score >= floor][:limit]
-        return start("vector", vector_index().search, self.qvec(), flt, limit, min_score=floor)
+        return start("vector", vector_index(build=self.build.number).search, self.qvec(), flt, limit, min_score=floor)
 
     def start_bm25(self, flt: IndexFilter, limit: int):
         hits = self._from_prefetched(flt, 1)
         if hits is not None:
             return hits[:limit]
-        return start("keyword", keyword_index().search, self.query, flt, limit)
+        return start("keyword", keyword_index(build=self.build.number).search, self.query, flt, limit)
 
     def start_both(self, flt: IndexFilter, limit: int):
         """BM25 first, so it runs while the query is embedded; then dense."""

@@ -198,7 +198,9 @@
       const noteEl = $(".upload-note", item.el);
       noteEl.hidden = !note;
       noteEl.textContent = note || "";
-      $("[data-retry]", item.el).hidden = !(state === "failed" || state === "error");
+      // A failure in the file itself (retryable: false) fails the same way again: no Retry for it.
+      const pointless = state === "failed" && item.doc && item.doc.retryable === false;
+      $("[data-retry]", item.el).hidden = pointless || !(state === "failed" || state === "error");
       renderSummary();
     }
 

@@ -4,9 +4,11 @@ import subprocess
 import sys
 import time
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from ingest.sweeper import start_sweeper
+from loci.backends import DEFAULT_ALIAS, vector_indexes
+from retrieval.backends.milvus import MilvusVectorIndex
 from retrieval.milvus_lite import ensure_server, release
 from retrieval.projection import refill_empty_keyword_index
 
@@ -23,15 +25,18 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         lite_path = None
-        if not settings.MILVUS_URI and "milvus" in settings.LOCI_VECTOR_INDEX["BACKEND"]:
+        # The default alias as the backend handler reads it (a settings module may name aliases);
+        # every build of it shares its Milvus Lite file, so one server serves them all.
+        options = vector_indexes.options(DEFAULT_ALIAS)
+        if not options.get("uri") and options.get("lite_path") and _is_milvus(vector_indexes.backend(DEFAULT_ALIAS)):
             # Before the children, which then find it (and register as its users) instead of racing to start it.
-            options = settings.LOCI_VECTOR_INDEX["OPTIONS"]
             lite_path = options["lite_path"]
             uri = ensure_server(lite_path, options["lite_port"] or None)
             self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
+        start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)
         python = sys.executable
         commands = [
             [python, "-m", "uvicorn", "loci.asgi:application", "--host", opts["host"], "--port", str(opts["port"]),
@@ -66,3 +71,7 @@ class Command(BaseCommand):
             time.sleep(0.5)
         self.stderr.write("A process exited; stopping the others.")
         stop()
+
+
+def _is_milvus(backend) -> bool:
+    return isinstance(backend, type) and issubclass(backend, MilvusVectorIndex)

@@ -10,7 +10,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("ingest", "0001_initial"),
+        ("ingest", "0002_document_claim_token_retryable"),
     ]
 
     operations = [

@@ -1,0 +1,109 @@
+"""Which build of the index projections the `default` aliases serve, and which one a reindex is writing.
+
+A build is a namespace of both indexes (Milvus collections `loci_b3_384`, the FTS file
+`keyword.b3.sqlite3`, OpenSearch indexes `loci-b3-...`: each backend's `build_options`) together
+with the embedder alias that made its vectors. Build 0 is the namespace the settings name, so a
+deployment that never reindexed online needs nothing. The state is one small JSON file
+(settings.LOCI_INDEX_STATE), replaced atomically (`os.replace`); every process stats it on each
+lookup (a microsecond) and re-reads it when it changed, so a switch is seen by the very next
+search of every process that shares the file. Processes on several hosts must share it (compose:
+the media volume).
+
+    {"live": {"build": 2, "embedder": "next"}, "building": {"build": 3, "embedder": "default"}}
+"""
+
+import fcntl
+import json
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from django.conf import settings
+
+from loci.backends import DEFAULT_ALIAS
+
+
+@dataclass(frozen=True)
+class Build:
+    number: int = 0
+    embedder: str = DEFAULT_ALIAS  # the embedder alias whose vectors the build holds
+
+
+@dataclass(frozen=True)
+class BuildState:
+    live: Build = Build()
+    building: Build | None = None  # a reindex in progress: writes go to it too
+
+    def targets(self) -> list[Build]:
+        """Where a write must land: the live build and, during a reindex, the one being built."""
+        return [self.live] if self.building is None else [self.live, self.building]
+
+
+class ReindexRunning(Exception):
+    """Another process holds the reindex lock."""
+
+
+_lock = threading.Lock()
+_cached: tuple[tuple, BuildState] | None = None
+
+
+def _path() -> Path:
+    return Path(settings.LOCI_INDEX_STATE)
+
+
+def _parse(raw: dict) -> BuildState:
+    def build(entry):
+        return Build(int(entry["build"]), str(entry.get("embedder") or DEFAULT_ALIAS)) if entry else None
+
+    return BuildState(live=build(raw.get("live")) or Build(), building=build(raw.get("building")))
+
+
+def current() -> BuildState:
+    """The state as the file says now (a missing file: build 0, no reindex)."""
+    global _cached
+    path = _path()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return BuildState()
+    key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    with _lock:
+        if _cached is not None and _cached[0] == key:
+            return _cached[1]
+    state = _parse(json.loads(path.read_text() or "{}"))
+    with _lock:
+        _cached = (key, state)
+    return state
+
+
+def write(state: BuildState) -> None:
+    """Replace the state file in one step: readers see the old state or the new one, never half."""
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    def entry(build):
+        return None if build is None else {"build": build.number, "embedder": build.embedder}
+
+    body = {"live": entry(state.live), "building": entry(state.building)}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(body))
+    os.replace(tmp, path)
+
+
+@contextmanager
+def reindex_lock() -> Iterator[None]:
+    """Held for a whole online reindex; the OS releases it if the process dies, so a crashed
+    reindex never blocks the next one (which finds its half-written build and drops it)."""
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ReindexRunning("another reindex is running") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

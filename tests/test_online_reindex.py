@@ -1,0 +1,198 @@
+"""`reindex` after an embedding-model change: a new build is written while searches read the old one.
+
+Real Milvus Lite and SQLite FTS, real search code path. The embedders are small deterministic
+bag-of-terms models of two widths (32-d "default", 64-d "next"), so the test runs in seconds and a
+query embedded by the wrong one cannot find anything: the width names the collection.
+"""
+
+import numpy as np
+import pytest
+
+from memory.models import Memory
+from retrieval import builds
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import IndexFilter
+from retrieval.embeddings import embedder
+from retrieval.projection import index_memories, reconcile, reindex
+from retrieval.request import parse_search_request
+from retrieval.search import search
+from tenants.access import permitted_scope
+from tests.index_fixtures import hash_vector
+
+pytestmark = pytest.mark.usefixtures("lite_vector_settings")
+
+
+class HashEmbedder:
+    """Texts to tests.index_fixtures.hash_vector rows; `during_embed` runs before each document batch."""
+
+    thread_safe = True
+    during_embed = None  # set by a test: called with the batch, while a reindex is embedding
+
+    def __init__(self, options: dict):
+        self.dim = int(options["dim"])
+        self.name = f"hash-{self.dim}"
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if self.dim == 64 and HashEmbedder.during_embed is not None:
+            hook, HashEmbedder.during_embed = HashEmbedder.during_embed, None  # not again from inside the hook
+            try:
+                hook(texts)
+            finally:
+                HashEmbedder.during_embed = hook
+        return np.asarray([hash_vector(t, self.dim) for t in texts], dtype=np.float32).reshape(len(texts), self.dim)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(hash_vector(text, self.dim), dtype=np.float32)
+
+
+FACTS = ["Caroline adopted a grey cat called Pepper", "Melanie ran a marathon in Boston last spring",
+         "The quarterly budget review moved to Thursday", "Jon planted tomatoes and basil on the balcony"]
+
+
+@pytest.fixture
+def two_embedders(settings, tmp_path):
+    path = "tests.test_online_reindex.HashEmbedder"
+    settings.LOCI_EMBEDDERS = {"default": {"BACKEND": path, "OPTIONS": {"dim": 32}},
+                               "next": {"BACKEND": path, "OPTIONS": {"dim": 64}}}
+    settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+    settings.LOCI_REINDEX_DRAIN_SECONDS = 0
+    yield
+    HashEmbedder.during_embed = None
+
+
+@pytest.fixture
+def memories(world, two_embedders):
+    made = []
+    for n, text in enumerate(FACTS * 75):  # 600 rows: more than one reindex batch
+        episode = Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.EPISODE, text=text,
+                                        content_hash=f"e{n}")
+        made += [episode, Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.ATOMIC_FACT,
+                                                parent=episode, text=text, content_hash=f"f{n}")]
+    index_memories(made)
+    return made
+
+
+def found(world, query, method):
+    scope = permitted_scope(world.alice, write=True)
+    response = search(scope, parse_search_request({"query": query, "method": method, "memory_types": ["episode"],
+                                                   "top_k": 5}))
+    return [episode["summary"] for episode in response["episodes"]]
+
+
+def rows_of(world, build):
+    flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    return vector_index(build=build).count(flt), keyword_index(build=build).count(flt)
+
+
+def test_searches_find_results_throughout_a_reindex_into_a_new_embedder_and_then_from_the_new_build(world, memories):
+    assert embedder().dim == 32 and found(world, "grey cat Pepper", "vector")[0] == FACTS[0]
+    seen = []
+
+    def search_meanwhile(texts):
+        seen.append({method: found(world, "grey cat Pepper", method) for method in ("vector", "keyword", "hybrid")})
+        if len(seen) == 1:  # writes while the reindex runs reach both builds
+            late = Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.EPISODE,
+                                         text="Gina opened a dance studio downtown", content_hash="late")
+            index_memories([late])
+            gone = memories[2]  # an episode about a marathon
+            gone.status = Memory.Status.DISABLED
+            gone.save(update_fields=["status"])
+            index_memories([gone])
+
+    HashEmbedder.during_embed = search_meanwhile
+    result = reindex(embedder_alias="next")
+
+    assert len(seen) >= 2, "the reindex embedded in more than one batch, searching before each"
+    for during in seen:  # never empty: the live build kept answering, in its own embedder's space
+        assert all(hits and hits[0] == FACTS[0] for hits in during.values()), during
+    assert result["build"] == 1 and result["embedder"] == "next"
+    assert builds.current() == builds.BuildState(live=builds.Build(1, "next"))
+    assert embedder().dim == 64 and vector_index().prefix.endswith("_b1")
+    for method in ("vector", "keyword", "hybrid"):
+        assert found(world, "grey cat Pepper", method)[0] == FACTS[0]
+        assert found(world, "Gina dance studio", method)[0] == "Gina opened a dance studio downtown"
+    everything = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    disabled = f"memory:{memories[2].pk}"  # disabled meanwhile: gone from the new build too
+    assert disabled not in set(vector_index().ids(everything)) | set(keyword_index().ids(everything))
+    assert rows_of(world, 1) == (600, 600) and rows_of(world, 0) == (0, 0)  # the new build has all; the old is gone
+    report = reconcile(world.acme)
+    assert (report["vector"]["missing"], report["vector"]["stale"], report["keyword"]["missing"],
+            report["keyword"]["stale"]) == (0, 0, 0, 0)
+
+
+def test_a_reindex_that_fails_leaves_the_live_build_serving(world, memories):
+    def fail(texts):
+        raise RuntimeError("the new model's server went away")
+
+    HashEmbedder.during_embed = fail
+    with pytest.raises(RuntimeError):
+        reindex(embedder_alias="next")
+    assert builds.current() == builds.BuildState()  # back to build 0 alone: nothing is written to the dead build
+    assert rows_of(world, 1) == (0, 0) and rows_of(world, 0) == (600, 600)
+    assert found(world, "grey cat Pepper", "hybrid")[0] == FACTS[0]
+    HashEmbedder.during_embed = None
+    assert reindex()["build"] == 1 and found(world, "grey cat Pepper", "vector")[0] == FACTS[0]
+    assert embedder().dim == 32  # a reindex without --embedder keeps the live build's embedder
+
+
+def test_a_reindex_of_one_tenant_rewrites_in_place(world, memories):
+    memories[0].status = Memory.Status.DISABLED
+    memories[0].save(update_fields=["status"])  # the index still has it: reindex must drop it
+    assert reindex(tenant=world.acme)["rows"] == 599
+    assert rows_of(world, 0) == (599, 599) and builds.current() == builds.BuildState()
+
+
+
+def test_deletes_and_an_isolation_switch_made_during_a_reindex_hold_in_the_new_build(
+        world, memories, django_capture_on_commit_callbacks):
+    """Each delete path removes from both builds, and an isolation switch moves the rows of both."""
+    from memory.actions import delete_knowledge_base
+    from memory.curation import delete_memories
+    from retrieval.projection import reconcile_removed
+    from tenants.actions import set_isolation
+
+    note = Memory.objects.create(tenant=world.acme, kb=world.notes, kind=Memory.Kind.EPISODE,
+                                 text="The boiler is serviced every May", content_hash="note")
+    index_memories([note])
+    scope = permitted_scope(world.alice, write=True)
+
+    def meanwhile(texts):
+        if meanwhile.done:
+            return
+        meanwhile.done = True
+        with django_capture_on_commit_callbacks(execute=True):  # as each request's commit would
+            delete_memories([memories[0]], actor="test")  # an episode, and its fact with it
+        with django_capture_on_commit_callbacks(execute=True):
+            delete_knowledge_base(scope, world.notes)
+        with django_capture_on_commit_callbacks(execute=True):
+            set_isolation(world.acme, "exclusive", actor="test")
+
+    meanwhile.done = False
+    HashEmbedder.during_embed = meanwhile
+    assert reindex(embedder_alias="next")["build"] == 1
+    world.acme.refresh_from_db()
+    assert world.acme.isolation == "exclusive"
+    gone = {f"memory:{memories[0].pk}", f"memory:{memories[1].pk}", f"memory:{note.pk}"}
+    for exclusive, rows in ((True, 598), (False, 0)):  # all where the tenant now reads, none left behind
+        flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk, world.notes.pk), statuses=(),
+                          exclusive=exclusive)
+        for index in (vector_index(), keyword_index()):
+            ids = set(index.ids(flt))
+            assert len(ids) == rows and not ids & gone, (exclusive, index)
+    for method in ("vector", "keyword"):  # searches read the exclusive place of the new build
+        assert found(world, "quarterly budget Thursday", method)[0] == FACTS[2]
+    report = reconcile(world.acme)
+    assert [report[k][n] for k in ("vector", "keyword") for n in ("missing", "stale")] == [0, 0, 0, 0], report
+    assert reconcile_removed()["vector"]["stale"] == reconcile_removed()["keyword"]["stale"] == 0
+
+
+def test_a_search_under_way_at_the_switch_keeps_to_the_build_it_started_on(world, memories):
+    """Its query embedding and its index calls come from one build, whichever the state names later."""
+    from retrieval.search.engines import Engines
+
+    engines = Engines("grey cat Pepper")  # a search starts on build 0 ...
+    builds.write(builds.BuildState(live=builds.Build(1, "next")))  # ... a reindex switches (build 0 drains)
+    flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    dense, sparse = engines.both(flt, 5)
+    assert dense and sparse and len(engines.qvec()) == 32
+    assert Engines("grey cat Pepper").build == builds.Build(1, "next")  # the next search starts on the new one
