@@ -105,12 +105,11 @@ def main(argv=None):
     setup_django(args.var_dir)
     logging.disable(logging.WARNING)
 
-    from django.db import transaction
 
     from bench.flat import FlatBM25
     from bench.harness import make_scope
     from ingest.actions import ingest_document
-    from ingest.models import Document
+    from memory.models import Document
     from retrieval.request import parse_search_request
     from retrieval.search import search
 
@@ -122,7 +121,7 @@ def main(argv=None):
         path = workdir / str(i) / file_name(p, args.name_by)
         path.parent.mkdir()
         path.write_text(p["context"], encoding="utf-8")
-        with path.open("rb") as fh, transaction.atomic():
+        with path.open("rb") as fh:
             doc_of_passage[i] = ingest_document(scope, kb, fh, path.name).document.pk
     ingest_seconds = time.perf_counter() - started
     failed = Document.objects.filter(status="failed").count()

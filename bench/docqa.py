@@ -110,7 +110,7 @@ def main(argv=None):
     from bench.flat import FlatBM25, dense_top
     from bench.harness import make_scope
     from ingest.actions import ingest_document
-    from ingest.models import Chunk, Document, Memory
+    from memory.models import Chunk, Document, Memory
     from retrieval.embeddings import embedder
     from retrieval.request import parse_search_request
     from retrieval.search import search

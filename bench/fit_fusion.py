@@ -36,7 +36,7 @@ WINDOW = 200
 
 def candidates(passages) -> list[dict]:
     """Per question: episodes [(id, cos, bm25, rrf)], facts [(id, parent, cos, bm25)], texts, labels."""
-    from ingest.models import Document, Memory
+    from memory.models import Document, Memory
     from retrieval.backends.base import IndexFilter
     from retrieval.request import parse_search_request
     from retrieval.search.engines import Engines

@@ -57,7 +57,7 @@ def questions() -> list[str]:
 
 
 def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -> None:
-    from ingest.models import Memory
+    from memory.models import Memory
     from retrieval.backends import keyword_index, vector_index
     from retrieval.projection import row_for_memory
 

@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class IngestConfig(AppConfig):
     name = "ingest"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # Imported here: the sweeper uses the models, which exist only once the registry is ready.
+        from celery import signals
+
+        from ingest.sweeper import start_sweeper_in_worker
+
+        signals.worker_ready.connect(start_sweeper_in_worker, dispatch_uid="ingest.start_sweeper")

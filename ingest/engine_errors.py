@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import OperationalError
 
 from ingest.parsing.base import TransientParseError
+from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
 
 # Milvus's own codes for "not now": 2 = cannot connect (pymilvus, server down or restarting),
 # 8 = rate limited. Other codes (bad expression, schema mismatch) are permanent.
@@ -81,8 +82,6 @@ def _milvus_transient(exc: BaseException) -> bool:
 
 def vector_engine() -> str:
     # Through the backend handler, as the index itself is built: a settings module may name aliases.
-    from loci.backends import DEFAULT_ALIAS, vector_indexes
-
     backend = vector_indexes.settings[DEFAULT_ALIAS]["BACKEND"]
     options = vector_indexes.options(DEFAULT_ALIAS)
     if "milvus" not in backend.lower():
@@ -95,8 +94,6 @@ def vector_engine() -> str:
 
 
 def keyword_engine() -> str:
-    from loci.backends import DEFAULT_ALIAS, keyword_indexes
-
     backend = keyword_indexes.settings[DEFAULT_ALIAS]["BACKEND"]
     options = keyword_indexes.options(DEFAULT_ALIAS)
     if "opensearch" in backend.lower():

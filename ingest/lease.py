@@ -12,6 +12,8 @@ import threading
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from memory.models import Document
+
 log = logging.getLogger(__name__)
 
 
@@ -38,8 +40,6 @@ class Heartbeat:
         self._thread.join(timeout=self.interval + 5)
 
     def _run(self) -> None:
-        from ingest.models import Document
-
         try:
             while not self._stop.wait(self.interval):
                 try:

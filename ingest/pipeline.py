@@ -9,10 +9,12 @@ from django.utils import timezone
 from ingest.chunking import chunk_document
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.models import Chunk, Document, Memory
 from ingest.originals import local_original
 from ingest.parsing.base import ParseError
+from ingest.parsing.dispatch import parse_file
 from ingest.upload_limits import limit_megabytes, megabytes
+from memory.models import Chunk, Document, Memory
+from retrieval.projection import index_document_rows
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,6 @@ def _band(band, fraction):
 
 def parse_and_chunk(document: Document) -> int:
     """Parse the original and replace the document's chunks. Returns the number of chunks."""
-    from ingest.parsing.dispatch import parse_file
-
     document.set_progress(PARSE_BAND[0], "parsing")
     if document.size > settings.LOCI_MAX_UPLOAD_BYTES:
         raise ParseError(
@@ -180,21 +180,9 @@ def extract_memories(document: Document) -> tuple[int, int]:
 
 def index_document(document: Document) -> int:
     """Project the document's chunks and memories into the vector and keyword indexes."""
-    from retrieval.projection import index_document_rows
-
     document.set_progress(INDEX_BAND[0], "indexing")
     return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"),
                                guard=document.holding_claim)
-
-
-def run_inline(document_id: int) -> Document:
-    """Run every stage in this process (used by `ingest --wait` when no worker picks the document up)."""
-    from ingest.tasks import run_stage
-
-    for stage in ("parse", "extract", "index"):
-        if not run_stage(document_id, stage):
-            break
-    return Document.objects.get(pk=document_id)
 
 
 def _warning(extracted) -> dict:

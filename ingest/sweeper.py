@@ -21,7 +21,8 @@ from django.db import DatabaseError, connection
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.models import Document
+from ingest.tasks import STAGE_OF_STATUS, STAGES, process_document_stage
+from memory.models import Document
 
 log = logging.getLogger(__name__)
 Status = Document.Status
@@ -31,8 +32,6 @@ _start_lock = threading.Lock()
 
 def sweep() -> dict[str, list[int]]:
     """Queue again every stalled stage; returns the document ids queued, by reason."""
-    from ingest.tasks import STAGE_OF_STATUS, STAGES
-
     now = timezone.now()
     expired_before = now - timezone.timedelta(seconds=settings.LOCI_STAGE_LEASE_SECONDS)
     waiting_before = now - timezone.timedelta(seconds=settings.LOCI_STALLED_QUEUE_SECONDS)
@@ -68,8 +67,6 @@ def sweep() -> dict[str, list[int]]:
 
 
 def _send(document_id: int, stage_name: str) -> bool:
-    from ingest.tasks import process_document_stage
-
     try:
         process_document_stage.delay(document_id, stage_name)
         return True
@@ -89,6 +86,13 @@ def run_forever(interval: float, stop: threading.Event) -> None:
             log.exception("sweeper: sweep failed")
         if stop.wait(interval):
             return
+
+
+def start_sweeper_in_worker(sender=None, **kwargs) -> None:
+    """Celery's worker_ready receiver (connected in IngestConfig.ready)."""
+    # In the worker's main process, not its pool children: one sweeper per worker, whose lifetime
+    # is the worker's. A killed worker's documents are swept by the next worker (or `up`) to run.
+    start_sweeper()
 
 
 def start_sweeper(interval: float | None = None) -> threading.Thread:

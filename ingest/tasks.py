@@ -13,9 +13,9 @@ from ingest import pipeline
 from ingest.engine_errors import outage_of
 from ingest.extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
-from ingest.models import ClaimLost, Document, DocumentGone
 from ingest.parsing.base import ParseError
 from loci import metrics
+from memory.models import ClaimLost, Document, DocumentGone
 
 log = logging.getLogger(__name__)
 Status = Document.Status
@@ -137,6 +137,14 @@ def _wait(document: Document, seconds: float) -> None:
         time.sleep(min(1.0, deadline - time.monotonic()))
     if not document.renew_lease():
         raise document.lost_claim()
+
+
+def run_inline(document_id: int) -> Document:
+    """Run every stage in this process (used by `ingest --wait` when no worker picks the document up)."""
+    for stage in ("parse", "extract", "index"):
+        if not run_stage(document_id, stage):
+            break
+    return Document.objects.get(pk=document_id)
 
 
 @shared_task(bind=True, acks_late=True)

@@ -34,8 +34,9 @@ from ingest.actions import ingest_document
 from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer
 from ingest.api.serializers import DocumentSerializer
 from ingest.conversation import actions as conversation
-from ingest.models import Document, Memory
 from ingest.upload_limits import limit_megabytes
+from memory.curation import delete_memory
+from memory.models import Document, Memory
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from tenants.access import Scope, permitted_scope
@@ -141,7 +142,7 @@ def build_server(key_for: KeyFor) -> MCPServer:
     async def delete_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
         """Delete a memory (an episode takes its atomic facts along) from the database and the indexes."""
         def work(scope):
-            return {"status": "deleted", "deleted": conversation.delete_memory(scope, _memory(scope, memory_id))}
+            return {"status": "deleted", "deleted": delete_memory(scope, _memory(scope, memory_id))}
 
         return await act(ctx, work, write=True)
 

@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery, signals
+from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
 
@@ -19,11 +19,3 @@ def _ensure_broker_dirs(sender, **kwargs):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)
 
-
-@signals.worker_ready.connect
-def _start_sweeper(sender, **kwargs):
-    # In the worker's main process, not its pool children: one sweeper per worker, whose lifetime
-    # is the worker's. A killed worker's documents are swept by the next worker (or `up`) to run.
-    from ingest.sweeper import start_sweeper
-
-    start_sweeper()

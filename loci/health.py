@@ -15,6 +15,9 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from retrieval.backends import keyword_index, vector_index
+from retrieval.backends.base import IndexFilter
+
 log = logging.getLogger(__name__)
 
 # docker-compose.yml gives the whole request 10 s. The checks run side by side, so the answer takes
@@ -43,14 +46,10 @@ def check_broker() -> None:
 
 
 def check_vector_index() -> None:
-    from retrieval.backends import vector_index
-
     _probe(vector_index())
 
 
 def check_keyword_index() -> None:
-    from retrieval.backends import keyword_index
-
     _probe(keyword_index())
 
 
@@ -59,8 +58,6 @@ def _probe(index) -> None:
     if callable(ping):
         ping()
         return
-    from retrieval.backends.base import IndexFilter
-
     # No tenant or knowledge base has id 0: this asks the engine a real question and reads nothing.
     index.count(IndexFilter(tenant_id=0, kb_ids=(0,)))
 

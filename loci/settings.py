@@ -35,8 +35,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI / Redoc assets as static files, no CDN
     "loci",
     "tenants",
+    "memory",
     "ingest",
     "retrieval",
+    "console",
     "integrations",
 ]
 

@@ -12,8 +12,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", template_name="api/redoc.html"), name="redoc"),
     path("api/v1/", include("tenants.api.urls")),
+    path("api/v1/", include("memory.api.urls")),
     path("api/v1/", include("ingest.api.urls")),
     path("api/v1/", include("ingest.api.memory_urls")),
     path("api/v1/", include("retrieval.api.urls")),
-    path("", include("loci.console_urls")),
+    path("", include("console.urls")),
 ]

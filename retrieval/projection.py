@@ -14,13 +14,14 @@ from typing import Callable, ContextManager, Iterable
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from ingest.models import Chunk, Document, Memory
 from loci.backends import embedders
+from memory.models import Chunk, Document, Memory
 from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder
+from retrieval.models import RemovedKnowledgeBase
 from tenants.models import KnowledgeBase, Tenant
 
 log = logging.getLogger(__name__)
@@ -442,8 +443,6 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
     For a build being written (a reindex's last pass) the rows of documents still being indexed are
     expected too: their index stage writes the rest of them to both builds, and must find the start.
     """
-    from retrieval.models import RemovedKnowledgeBase
-
     kb_ids = tuple(tenant.knowledge_bases.values_list("pk", flat=True))
     removed = tuple(RemovedKnowledgeBase.objects.filter(tenant_id=tenant.pk).values_list("kb_id", flat=True))
     report = {"tenant": tenant.slug, "expected": 0}
@@ -479,8 +478,6 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
 def reconcile_removed(*, repair: bool = False, build: Build | None = None) -> dict:
     """Rows left in either index (of the live build, or of `build`) of knowledge bases deleted from
     the database (their tenants included)."""
-    from retrieval.models import RemovedKnowledgeBase
-
     by_tenant: dict[int, list[int]] = {}
     for tenant_id, kb_id in RemovedKnowledgeBase.objects.values_list("tenant_id", "kb_id"):
         by_tenant.setdefault(tenant_id, []).append(kb_id)

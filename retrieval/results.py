@@ -2,7 +2,7 @@
 
 from django.db.models import Q
 
-from ingest.models import Chunk, Memory, Message
+from memory.models import Chunk, Memory, Message
 from retrieval.projection import chunk_key, memory_key
 
 RAW_MESSAGES_LIMIT = 50

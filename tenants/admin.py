@@ -1,77 +1,9 @@
 from django.contrib import admin
 
-from tenants.models import ApiKey, KnowledgeBase, Membership, Tenant
+from tenants.models import ApiKey, Membership
 
-
-class KnowledgeBaseInline(admin.TabularInline):
-    model = KnowledgeBase
-    extra = 0
-    fields = ("slug", "name", "language")
-    can_delete = False  # an inline delete would bypass delete_knowledge_base; delete from the KB's own page
-
-
-def _staff(request) -> str:
-    return f"admin:{request.user.username}"
-
-
-def _staff_scope(request, kb):
-    from tenants.access import Scope
-
-    return Scope(kb.tenant, frozenset([kb.pk]), True, True, _staff(request))
-
-
-@admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "isolation", "created_at")
-    list_filter = ("isolation",)
-    search_fields = ("slug", "name")
-    inlines = [KnowledgeBaseInline]
-
-    # Every delete and isolation switch goes through the domain actions, so the index rows follow.
-    def save_model(self, request, obj, form, change):
-        from tenants.actions import set_isolation
-
-        if change and "isolation" in form.changed_data:
-            wanted, obj.isolation = obj.isolation, form.initial["isolation"]
-            super().save_model(request, obj, form, change)
-            set_isolation(obj, wanted, actor=_staff(request))
-        else:
-            super().save_model(request, obj, form, change)
-
-    def delete_model(self, request, obj):
-        from ingest.actions import delete_tenant
-
-        delete_tenant(obj, actor=_staff(request))
-
-    def delete_queryset(self, request, queryset):
-        from ingest.actions import delete_tenant
-
-        for tenant in queryset:
-            delete_tenant(tenant, actor=_staff(request))
-
-
-@admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "tenant", "language", "created_at")
-    list_filter = ("tenant", "language")
-    search_fields = ("slug", "name", "description")
-    actions = ["reindex_selected"]
-
-    def delete_model(self, request, obj):
-        from ingest.actions import delete_knowledge_base
-
-        delete_knowledge_base(_staff_scope(request, obj), obj)
-
-    def delete_queryset(self, request, queryset):
-        for kb in queryset.select_related("tenant"):
-            self.delete_model(request, kb)
-
-    @admin.action(description="Rebuild the index projections of the selected knowledge bases")
-    def reindex_selected(self, request, queryset):
-        from retrieval.projection import reindex
-
-        total = sum(reindex(tenant=kb.tenant, kb=kb)["rows"] for kb in queryset)
-        self.message_user(request, f"Reindexed {queryset.count()} knowledge base(s), {total} index rows.")
+# Tenants and knowledge bases are deleted (and switched) through the core's actions: their admin is
+# in console/admin.py.
 
 
 @admin.register(Membership)

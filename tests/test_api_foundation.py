@@ -1,6 +1,6 @@
 import pytest
 
-from ingest.models import Document
+from memory.models import Document
 from tests.conftest import api_client
 
 pytestmark = pytest.mark.usefixtures("api_schema_check")  # every response matches the OpenAPI schema

@@ -7,7 +7,7 @@ from django.core.files.base import ContentFile
 from django.test import Client
 from django.utils import timezone
 
-from ingest.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory
 from retrieval.highlight import highlight, query_terms
 from tenants.models import KnowledgeBase, Membership, Role
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401 (fixtures)
@@ -261,7 +261,7 @@ def test_document_page_shows_structure_anchors_and_memories(world, memo):
 
 
 def test_a_chunk_link_opens_the_page_that_holds_it(world, monkeypatch):
-    monkeypatch.setattr("ingest.views.PARENTS_PER_PAGE", 2)
+    monkeypatch.setattr("console.documents.PARENTS_PER_PAGE", 2)
     doc = make_document(world.docs, "long.pdf", parents=5)
     last = doc.chunks.get(level="child", ordinal=4)
     response = client_for(world.alice).get(f"/documents/{doc.pk}/?chunk={last.pk}")
@@ -330,10 +330,10 @@ def test_memories_browse_by_kind_and_filter(world, memo):
 
 
 def test_admin_links_are_shown_only_to_staff(world, memo):
-    assert b"/admin/ingest/memory/" not in client_for(world.alice).get("/memories/").content
+    assert b"/admin/memory/memory/" not in client_for(world.alice).get("/memories/").content
     world.alice.is_staff = world.alice.is_superuser = True
     world.alice.save()
-    assert b"/admin/ingest/memory/" in client_for(world.alice).get("/memories/").content
+    assert b"/admin/memory/memory/" in client_for(world.alice).get("/memories/").content
 
 
 # --- search ---------------------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_a_backend_failure_is_shown_as_unavailable(world, monkeypatch):
     def down(scope, request):
         raise ConnectionError("the vector index did not answer")
 
-    monkeypatch.setattr("retrieval.views.search", down)
+    monkeypatch.setattr("console.search.search", down)
     response = client_for(world.alice).get("/search/?q=budget")
     assert response.status_code == 503
     assert "Search is unavailable right now" in response.content.decode()

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from ingest.conversation import segmentation
-from ingest.models import Memory, MemoryHistory, Message
+from memory.models import Memory, MemoryHistory, Message
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from tests.conftest import api_client

@@ -21,8 +21,8 @@ from django.test import Client
 
 from ingest.actions import ingest_document
 from ingest.conversation.actions import accumulate_messages, flush_session
-from ingest.models import Chunk, Document, Memory
-from ingest.pipeline import run_inline
+from ingest.tasks import run_inline
+from memory.models import Chunk, Document, Memory
 from retrieval import projection
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
@@ -67,8 +67,7 @@ class Seeded:
 
 
 def ingest_text(scope, kb, text, name):
-    with transaction.atomic():
-        upload = ingest_document(scope, kb, io.BytesIO(text.encode()), name)
+    upload = ingest_document(scope, kb, io.BytesIO(text.encode()), name)
     document = run_inline(upload.document.pk)
     assert document.status == "ready", document.error
     return document
@@ -194,7 +193,7 @@ def admin_bulk(world, model: str, pk):
 
 
 def delete_via(path: str, scope_name: str, s: Seeded, world, target):
-    admin_model = {"document": "ingest/document", "memory": "ingest/memory", "kb": "tenants/knowledgebase",
+    admin_model = {"document": "memory/document", "memory": "memory/memory", "kb": "tenants/knowledgebase",
                    "tenant": "tenants/tenant"}.get(scope_name)
     first = target[0] if isinstance(target, list) else target  # a memory: the episode (its facts go with it)
     admin_pk = {"document": target, "memory": first, "kb": s.kbs["docs"].pk, "tenant": s.tenant.pk}.get(scope_name)
@@ -254,7 +253,7 @@ def test_every_delete_path_leaves_nothing_in_either_index(seeded, world, committ
 
 def test_deleting_twice_or_a_half_deleted_document_is_fine(seeded, world, committed):
     """The database delete committed but its index removal never ran (the process died): running it again finishes."""
-    from ingest.actions import delete_document
+    from memory.actions import delete_document
 
     s = seeded
     flts = filters_of("document", s, s.document.pk)
@@ -268,7 +267,7 @@ def test_deleting_twice_or_a_half_deleted_document_is_fine(seeded, world, commit
 
 
 def test_a_half_deleted_tenant_is_reported_and_repaired_by_reconcile(seeded, world):
-    from ingest.actions import delete_tenant
+    from memory.actions import delete_tenant
 
     s = seeded
     flts = filters_of("tenant", s, None)
@@ -288,7 +287,7 @@ def test_a_half_deleted_tenant_is_reported_and_repaired_by_reconcile(seeded, wor
 def test_a_document_deleted_while_indexing_leaves_no_rows_and_the_stage_stops_quietly(
         seeded, world, committed, monkeypatch, at_batch):
     """The delete commits (and removes rows) between two of the stage's batches, or after its last one."""
-    from ingest.actions import delete_document
+    from memory.actions import delete_document
     from ingest.tasks import run_stage
 
     s = seeded
@@ -387,7 +386,7 @@ def test_a_chunk_deleted_in_the_admin_leaves_the_indexes(seeded, world, committe
     flt = [IndexFilter(tenant_id=s.tenant.pk, kb_ids=(s.kbs["docs"].pk,), ids=(f"chunk:{chunk.pk}",), statuses=(),
                        exclusive=e) for e in (False, True)]
     assert index_rows(flt) == {"vector": 1, "keyword": 1}
-    committed(admin_bulk, world, "ingest/chunk", chunk.pk)
+    committed(admin_bulk, world, "memory/chunk", chunk.pk)
     assert not Chunk.objects.filter(pk=chunk.pk).exists()
     assert index_rows(flt) == {"vector": 0, "keyword": 0}
     report = reconcile(s.tenant)

@@ -175,7 +175,7 @@ def test_stdio_adds_flushes_searches_edits_and_deletes_memories_with_their_sourc
             assert kbs["tenant"] == "acme" and [k["slug"] for k in kbs["knowledge_bases"]] == ["conversations", "notes"]
 
     asyncio.run(scenario())
-    history = manage(env, "shell", "-c", "from ingest.models import MemoryHistory as H; "
+    history = manage(env, "shell", "-c", "from memory.models import MemoryHistory as H; "
                                          "print([(h.event, h.old_text, h.new_text) for h in H.objects.filter("
                                          "new_text__contains='whippet')])").stdout
     assert "'UPDATE', 'User adopted a greyhound named Biscuit last spring." in history

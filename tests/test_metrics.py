@@ -147,7 +147,7 @@ def test_staff_sessions_may_scrape_and_other_users_may_not(world, settings, clie
 def test_stalled_documents_are_counted_past_their_lease(world, settings, client, lite_vector_settings):
     from django.utils import timezone
 
-    from ingest.models import Document
+    from memory.models import Document
 
     settings.LOCI_METRICS_TOKEN = TOKEN
     settings.LOCI_STAGE_LEASE_SECONDS = 60

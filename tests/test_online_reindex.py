@@ -8,7 +8,7 @@ query embedded by the wrong one cannot find anything: the width names the collec
 import numpy as np
 import pytest
 
-from ingest.models import Memory
+from memory.models import Memory
 from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
@@ -146,8 +146,8 @@ def test_a_reindex_of_one_tenant_rewrites_in_place(world, memories):
 def test_deletes_and_an_isolation_switch_made_during_a_reindex_hold_in_the_new_build(
         world, memories, django_capture_on_commit_callbacks):
     """Each delete path removes from both builds, and an isolation switch moves the rows of both."""
-    from ingest.actions import delete_knowledge_base
-    from ingest.memory_actions import delete_memories
+    from memory.actions import delete_knowledge_base
+    from memory.curation import delete_memories
     from retrieval.projection import reconcile_removed
     from tenants.actions import set_isolation
 

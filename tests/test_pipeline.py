@@ -5,11 +5,11 @@ import shutil
 import zipfile
 
 import pytest
-from django.db import transaction
 
-from ingest.actions import delete_document, ingest_document, rerun_document
-from ingest.models import Chunk, Document, Memory
-from ingest.pipeline import run_inline
+from ingest.actions import ingest_document, rerun_document
+from ingest.tasks import run_inline
+from memory.actions import delete_document
+from memory.models import Chunk, Document, Memory
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.projection import reconcile, refill_empty_keyword_index
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("lite_vector_settings", "warm_embedding_cac
 
 
 def ingest(scope, kb, path, name=None):
-    with open(path, "rb") as fh, transaction.atomic():
+    with open(path, "rb") as fh:
         upload = ingest_document(scope, kb, fh, name or path.name)
     return run_inline(upload.document.pk)
 
@@ -94,8 +94,7 @@ def test_running_a_document_twice_does_not_duplicate_anything(world, alice_scope
     doc = ingest(alice_scope, world.docs, DOCS / "fake-html.html")
     before = (doc.chunk_count, doc.episode_count, doc.fact_count, index_count(doc))
     memory_ids = set(Memory.objects.filter(document=doc).values_list("id", flat=True))
-    with transaction.atomic():
-        rerun_document(alice_scope, doc)
+    rerun_document(alice_scope, doc)
     doc = run_inline(doc.pk)
     assert doc.status == "ready"
     assert (doc.chunk_count, doc.episode_count, doc.fact_count, index_count(doc)) == before
@@ -107,7 +106,7 @@ def test_deleting_a_document_removes_it_from_the_database_and_both_indexes(world
     doc = ingest(alice_scope, world.docs, DOCS / "fake-html.html")
     assert index_count(doc) != (0, 0)
     stored, pk = doc.original.path, doc.pk
-    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+    with django_capture_on_commit_callbacks(execute=True):
         delete_document(alice_scope, doc)
     assert not Document.objects.filter(pk=pk).exists()
     assert not Memory.objects.filter(document_id=pk).exists()

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from ingest.models import Document
+from memory.models import Document
 from ingest.parsing.base import TransientParseError
 from ingest.tasks import run_stage
 from tests.conftest import DOCS, api_client

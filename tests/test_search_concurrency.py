@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from ingest.actions import ingest_document
-from ingest.pipeline import run_inline
+from ingest.tasks import run_inline
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from tenants.access import permitted_scope

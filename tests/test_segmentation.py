@@ -163,7 +163,7 @@ def test_format_window_numbers_lines_from_one():
 @pytest.mark.usefixtures("lite_vector_settings")
 def test_a_relative_date_is_resolved_from_the_message_time(world, django_capture_on_commit_callbacks):
     from ingest.conversation.actions import accumulate_messages, flush_session
-    from ingest.models import Memory
+    from memory.models import Memory
     from tenants.access import permitted_scope
 
     scope = permitted_scope(world.alice, write=True)

@@ -5,15 +5,14 @@ document. (tests/test_stalled_documents.py proves the same with real worker proc
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
 from ingest import pipeline
 from ingest.actions import ingest_document
-from ingest.models import ClaimLost, Document, DocumentGone
 from ingest.sweeper import sweep
-from ingest.tasks import process_document_stage, stage_outcome
+from ingest.tasks import process_document_stage, run_inline, stage_outcome
+from memory.models import ClaimLost, Document, DocumentGone
 from tenants.access import permitted_scope
 from tests.conftest import DOCS, api_client
 from tests.index_fixtures import free_port
@@ -29,7 +28,7 @@ def sent(monkeypatch):
 
 def upload(world, path, kb=None):
     scope = permitted_scope(world.alice, write=True)
-    with open(path, "rb") as fh, transaction.atomic():
+    with open(path, "rb") as fh:
         return ingest_document(scope, kb or world.docs, fh, path.name).document
 
 
@@ -108,7 +107,7 @@ def test_the_sweeper_sends_a_waiting_documents_message_again_when_it_may_be_lost
 @pytest.mark.usefixtures("lite_vector_settings")
 def test_a_permanent_failure_says_retrying_cannot_help_and_the_console_offers_no_retry(world):
     broken = upload(world, DOCS / "empty.txt")
-    pipeline.run_inline(broken.pk)
+    run_inline(broken.pk)
     broken.refresh_from_db()
     assert broken.status == "failed" and broken.retryable is False, broken.error
 

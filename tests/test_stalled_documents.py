@@ -40,7 +40,7 @@ LOST = DOCS / "book-war-and-peace-1p.txt"
 FINISHED = ("ready", "failed")
 REDELIVER_PARSE = """
 import time
-from ingest.models import Document
+from memory.models import Document
 from ingest.tasks import process_document_stage
 while not Document.objects.filter(status="parsing").exists():
     time.sleep(0.05)

@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 
 from ingest import pipeline
 from ingest.actions import ingest_document
-from ingest.models import Document
 from ingest.parsing.base import ParseError
+from memory.models import Document
 from tenants.access import permitted_scope
 from tests.index_fixtures import free_port
 

@@ -20,8 +20,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest.models import Document
 from ingest.tasks import LEASE_MARGIN_SECONDS, process_document_stage
+from memory.models import Document
 from tests.conftest import DOCS
 from tests.worker_process import (
     Worker, app_env, manage, pg_rows, postgres_database, rabbitmq_vhost, rabbitmqctl_available, reachable,

@@ -20,7 +20,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.conversation import actions
-from ingest.models import Memory
+from memory import curation
+from memory.models import Memory
 from tenants.api.scoping import request_scope
 
 MAX_MESSAGES_PER_REQUEST = 500
@@ -199,7 +200,7 @@ class MemoriesView(APIView):
         params = request.query_params
         if not params.get("user_id"):
             raise ValidationError({"user_id": "Name the user whose memories to delete (and optionally session_id)."})
-        deleted = actions.delete_memories_in_scope(scope, _kb_ids(scope, params.get("kb")), user_id=params["user_id"],
+        deleted = curation.delete_memories_in_scope(scope, _kb_ids(scope, params.get("kb")), user_id=params["user_id"],
                                                    session_id=params.get("session_id") or None)
         return Response({"status": "deleted", "deleted": deleted})
 
@@ -230,6 +231,6 @@ class MemoryDetailView(APIView):
     @extend_schema(operation_id="memory_delete", responses={200: DeleteResultSerializer})
     def delete(self, request, pk):
         scope = request_scope(request, write=True)
-        deleted = actions.delete_memory(scope, self._memory(scope, pk))
+        deleted = curation.delete_memory(scope, self._memory(scope, pk))
         return Response({"status": "deleted", "deleted": deleted}, status=status.HTTP_200_OK)
 

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from ingest.models import Chunk, Document
+from memory.models import Chunk, Document
 
 
 class DocumentSerializer(serializers.ModelSerializer):

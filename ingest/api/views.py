@@ -1,4 +1,3 @@
-from django.db import transaction
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -8,10 +7,11 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from ingest.actions import delete_document, ingest_document, rerun_document
+from ingest.actions import ingest_document, rerun_document
 from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
-from ingest.models import Document
 from loci.json_parser import StrictJSONParser
+from memory.actions import delete_document
+from memory.models import Document
 from tenants.api.scoping import ScopedMixin
 from tenants.models import KnowledgeBase
 
@@ -53,15 +53,13 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             raise ValidationError({"kb": f"Unknown knowledge base '{slug}'."})
         results = []
         for f in files:
-            with transaction.atomic():
-                upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "")
+            upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "")
             results.append({"document": DocumentSerializer(upload.document).data, "duplicate": upload.duplicate})
         any_new = any(not r["duplicate"] for r in results)
         return Response(results, status=status.HTTP_201_CREATED if any_new else status.HTTP_200_OK)
 
     def perform_destroy(self, instance):
-        with transaction.atomic():
-            delete_document(self.scope, instance)
+        delete_document(self.scope, instance)
 
     @extend_schema(request=None, responses={202: DocumentSerializer})
     @action(detail=True, methods=["post"])
@@ -71,8 +69,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         if not document.can_rerun:
             raise ValidationError({"status": f"The document is still {document.status} and moving; "
                                              "wait for it to finish."})
-        with transaction.atomic():
-            document = rerun_document(self.scope, document)
+        document = rerun_document(self.scope, document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=ChunkSerializer(many=True))

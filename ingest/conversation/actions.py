@@ -1,4 +1,4 @@
-"""Conversation memory writes: accumulate chat turns, extract MemCells into memories, delete memories.
+"""Conversation memory writes: accumulate chat turns, extract MemCells into memories (deletes: memory/curation.py).
 
 Every action takes the caller's scope and the knowledge base explicitly. Segmentation and
 extraction (which may call an LLM) run outside any transaction; each MemCell is then written in
@@ -21,8 +21,12 @@ from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.dates import dated
-from ingest.models import Memory, MemoryHistory, Message
 from ingest.pipeline import memory_uuid
+from memory.curation import update_memory_text
+from memory.models import Memory, MemoryHistory, Message
+from retrieval.embeddings import embedder
+from retrieval.projection import index_memories
+from retrieval.text import tokenize
 from tenants.access import Scope
 from tenants.models import KnowledgeBase
 
@@ -143,8 +147,6 @@ def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id
 def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *, counts: ExtractionCounts,
                     recent: Recent) -> Memory | None:
     """One MemCell → an episode and its atomic facts; None when another request claimed the turns first."""
-    from retrieval.embeddings import embedder
-
     first, last = messages[0], messages[-1]
     user_id, session_id = first.user_id, first.session_id
     segment_id = memory_uuid("memcell", kb.pk, user_id, session_id, first.message_id, last.message_id, len(messages))
@@ -192,7 +194,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
                        for m in (episode, *created)]
             MemoryHistory.objects.bulk_create(history)
-            transaction.on_commit(lambda: _index([episode, *created, *changed]))
+            transaction.on_commit(lambda: index_memories([episode, *created, *changed]))
     except _AlreadyClaimed:
         log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
         return None
@@ -208,8 +210,6 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
 
 def informative(text: str, participants: list[str]) -> bool:
     """Keep a fact only when it says something beyond the speakers' names and stop words ("Thanks, Mel!")."""
-    from retrieval.text import tokenize
-
     names = {t for p in participants for t in tokenize(p)}
     return len({t for t in tokenize(text) if t not in names}) >= MIN_FACT_TERMS
 
@@ -293,24 +293,9 @@ def _fallback_summary(messages: list[Message]) -> str:
     return " ".join(f"{speaker(m)}: {m.content}" for m in messages)[:500]
 
 
-def _index(memories: list[Memory]) -> None:
-    from retrieval.projection import index_memories
-
-    index_memories(memories)
-
-
-def delete_memory(scope: Scope, memory: Memory) -> int:
-    """Delete one memory (an episode takes its facts along) from the database and both indexes."""
-    from ingest.memory_actions import delete_memories
-
-    scope.require_kb(memory.kb_id)
-    return delete_memories([memory], actor=scope.actor, reason="deleted through the API")
-
 
 def edit_memory(scope: Scope, memory: Memory, text: str) -> Memory:
     """Correct one memory's text: a history row keeps the old text and the indexes get the new one on commit."""
-    from ingest.memory_actions import update_memory_text
-
     scope.require_kb(memory.kb_id)
     text = (text or "").strip()
     if not text:
@@ -320,34 +305,3 @@ def edit_memory(scope: Scope, memory: Memory, text: str) -> Memory:
     if text == memory.text:
         return memory
     return update_memory_text(memory, text, actor=scope.actor, reason="edited through the API")
-
-
-def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: str | None = None) -> int:
-    """Delete a user's (or one session's) memories and raw messages from the database, then from both indexes.
-
-    The index rows are removed by user (and session) after the commit, even when the database held
-    nothing any more, so running it again finishes a delete whose removal failed.
-    """
-    from retrieval.projection import remove_scope_rows
-
-    kb_ids = tuple(sorted(set(kb_ids) & scope.kb_ids))
-    memories = Memory.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
-    messages = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
-    if session_id is not None:
-        memories, messages = memories.filter(session_id=session_id), messages.filter(session_id=session_id)
-    tenant_id = scope.tenant.pk
-    with transaction.atomic():
-        doomed = list(memories.only("id", "tenant_id", "text", "status"))
-        _record_deletes(scope, doomed)
-        memories.delete()
-        messages.delete()
-        transaction.on_commit(lambda: remove_scope_rows(tenant_id, kb_ids, user_id=user_id, session_id=session_id))
-    return len(doomed)
-
-
-def _record_deletes(scope: Scope, memories: list[Memory]) -> None:
-    now = timezone.now()
-    MemoryHistory.objects.bulk_create(
-        [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
-                       old_status=m.status, actor=scope.actor, reason="deleted through the API", created_at=now)
-         for m in memories], batch_size=500)

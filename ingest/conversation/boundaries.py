@@ -13,6 +13,7 @@ import numpy as np
 from ingest.conversation.segmentation import BoundaryDecision, Turn, format_window
 from ingest.extraction.coreference import asks_something
 from ingest.extraction.sentences import split_sentences
+from retrieval.embeddings import embedder
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,6 @@ class DeterministicBoundaryDetector:
     def embed(self, texts: list[str]) -> np.ndarray:
         if self._embed is not None:
             return np.asarray(self._embed(texts), dtype=np.float32)
-        from retrieval.embeddings import embedder
-
         return embedder().embed_documents(texts)
 
     def detect(self, turns: list[Turn]) -> BoundaryDecision:

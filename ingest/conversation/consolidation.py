@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.extraction.dates import undated
-from ingest.models import Memory
+from memory.models import Memory
+from retrieval.backends import vector_index
+from retrieval.backends.base import IndexFilter
+from retrieval.embeddings import embedder
+from retrieval.text import tokenize
+from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +122,6 @@ def near_duplicates(a: str, b: str, subject_a: str, subject_b: str) -> bool:
 
     The day a statement was made (`dates.dated`) is left out: said again a week later, it is the same fact.
     """
-    from retrieval.text import tokenize
-
     if subject_a != subject_b:
         return False
     a, b = undated(a), undated(b)
@@ -166,10 +169,6 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
 
 
 def _index_neighbours(kb, user_id: str, vector: np.ndarray) -> list[tuple[Memory, float]]:
-    from retrieval.backends import vector_index
-    from retrieval.backends.base import IndexFilter
-    from tenants.models import Tenant
-
     exclusive = kb.tenant.isolation == Tenant.Isolation.EXCLUSIVE
     flt = IndexFilter(tenant_id=kb.tenant_id, kb_ids=(kb.pk,), exclusive=exclusive, kinds=("atomic_fact",),
                       user_id=user_id)
@@ -244,6 +243,4 @@ def _letter(i: int) -> str:
 
 
 def _embed(texts: list[str]) -> np.ndarray:
-    from retrieval.embeddings import embedder
-
     return embedder().embed_documents(texts)

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import ingest.models
+import memory.models
 import uuid
 from django.db import migrations, models
 
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             name='Document',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('original', models.FileField(max_length=500, upload_to=ingest.models._original_path)),
+                ('original', models.FileField(max_length=500, upload_to=memory.models._original_path)),
                 ('filename', models.CharField(max_length=500)),
                 ('sha256', models.CharField(db_index=True, max_length=64)),
                 ('size', models.BigIntegerField(default=0)),

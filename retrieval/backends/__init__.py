@@ -10,6 +10,7 @@ same everywhere.
 import numbers
 
 from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from retrieval import builds
 from retrieval.backends.base import KINDS, IndexFilter, IndexRow, KeywordIndex, VectorIndex
 
 
@@ -18,9 +19,7 @@ def _build(alias: str, build: int | None) -> int:
         return build
     if alias != DEFAULT_ALIAS:
         return 0  # builds are of the default aliases; another alias is what its settings say
-    from retrieval.builds import current
-
-    return current().live.number
+    return builds.current().live.number
 
 
 def vector_index(alias: str = DEFAULT_ALIAS, *, build: int | None = None) -> VectorIndex:

@@ -21,6 +21,7 @@ from pymilvus.exceptions import MilvusException
 
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.milvus_lite import ensure_server
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,6 @@ class MilvusVectorIndex:
                         _INHERITED.append(self._client_obj)
                     uri = self.uri
                     if not uri:
-                        from retrieval.milvus_lite import ensure_server
-
                         # Verifies that the server serves this lite_path before any call reaches it.
                         uri = ensure_server(self.lite_path, self.lite_port or None)
                     # dedicated: pymilvus shares channels per address, and a gRPC channel inherited

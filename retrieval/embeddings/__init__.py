@@ -15,7 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from loci.backends import embedders
 from loci.metrics import metered_embedder
+from retrieval import builds
 from retrieval.embeddings.base import Embedder, EmbeddingError
+from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
+from retrieval.embeddings.failover import FailoverEmbedder
 
 __all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "configured_embedder", "embedder",
            "reset_embedder"]
@@ -77,15 +80,11 @@ def build_embedder(primary: str | None = None, fallback: str | None = None, *, c
         provider = metered_embedder(provider)  # under the cache: counts the model's work, not lookups
         if not cache:
             return provider
-        from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
-
         return CachedEmbedder(provider, EmbeddingCache(settings.EMBEDDING_CACHE_PATH))
 
     # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
     built = wrap(build_provider(primary, max_retries=0 if fallback else 1, options=options))
     if fallback:
-        from retrieval.embeddings.failover import FailoverEmbedder
-
         built = FailoverEmbedder(built, wrap(build_provider(fallback, options=options)),
                                  cooldown=_FAILOVER_COOLDOWN_SECONDS)
     return built
@@ -104,9 +103,7 @@ def embedder(alias: str | None = None) -> Embedder:
     """The embedder of `alias`; by default the one the live index build was made with (built on
     first use: models load lazily, nothing at import)."""
     if alias is None:
-        from retrieval.builds import current
-
-        alias = current().live.embedder
+        alias = builds.current().live.embedder
         if alias not in embedders.settings:
             raise ImproperlyConfigured(
                 f"the live index build was embedded by the LOCI_EMBEDDERS alias {alias!r} (see LOCI_INDEX_STATE), "

@@ -3,11 +3,10 @@ import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from ingest.actions import ingest_document
-from ingest.models import Document
-from ingest.pipeline import run_inline
+from ingest.tasks import run_inline
+from memory.models import Document
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -39,7 +38,7 @@ class Command(BaseCommand):
             raise CommandError("No files found under the given paths.")
         documents = []
         for path in files:
-            with path.open("rb") as fh, transaction.atomic():
+            with path.open("rb") as fh:
                 upload = ingest_document(scope, kb, fh, path.name)
             documents.append((upload.document, upload.duplicate))
         if not opts["wait"]:

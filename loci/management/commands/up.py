@@ -8,7 +8,12 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from ingest.sweeper import start_sweeper
 from loci import metrics
+from loci.backends import DEFAULT_ALIAS, vector_indexes
+from retrieval.backends.milvus import MilvusVectorIndex
+from retrieval.milvus_lite import ensure_server, release
+from retrieval.projection import refill_empty_keyword_index
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 STARTUP_SECONDS = 120  # the web server imports Django and the apps before it listens
@@ -26,28 +31,20 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true")
 
     def handle(self, *args, **opts):
-        from loci.backends import DEFAULT_ALIAS, vector_indexes
-
         self.stdout.write(f"Data: {settings.VAR_DIR} (LOCI_VAR_DIR)")
         lite_path = None
         # The default alias as the backend handler reads it (a settings module may name aliases);
         # every build of it shares its Milvus Lite file, so one server serves them all.
         options = vector_indexes.options(DEFAULT_ALIAS)
         if not options.get("uri") and options.get("lite_path") and _is_milvus(vector_indexes.backend(DEFAULT_ALIAS)):
-            from retrieval.milvus_lite import ensure_server
-
             # Before the children, which then find it (and register as its users) instead of racing to start it.
             lite_path = options["lite_path"]
             uri = ensure_server(lite_path, options["lite_port"] or None)
             self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
-        from retrieval.projection import refill_empty_keyword_index
-
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
         metrics.clear_files()  # counters start from zero with this run's processes
-        from ingest.sweeper import start_sweeper
-
         start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)
         host, port = opts["host"], opts["port"]
         python = sys.executable
@@ -79,8 +76,6 @@ class Command(BaseCommand):
                     os.killpg(child.pid, signal.SIGKILL)
                     child.wait()
             if lite_path:
-                from retrieval.milvus_lite import release
-
                 # After the children: it stops now unless another process (a `manage.py ingest` run
                 # beside up) still uses it, and then stops when that one exits.
                 if not release(lite_path):
@@ -101,8 +96,6 @@ class Command(BaseCommand):
 
 
 def _is_milvus(backend) -> bool:
-    from retrieval.backends.milvus import MilvusVectorIndex
-
     return isinstance(backend, type) and issubclass(backend, MilvusVectorIndex)
 
 

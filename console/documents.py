@@ -1,4 +1,4 @@
-"""Console pages for ingestion: upload, documents, a document's structure and memories, the memory browser."""
+"""Console pages for documents: upload, the list, a document's structure and memories, re-run and delete."""
 
 import datetime
 
@@ -6,47 +6,21 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db import transaction
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch, Q
 from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from ingest.actions import delete_document, rerun_document
-from ingest.models import Chunk, Document, Memory
-from tenants.views import console_scope, current_kb, render_page
+from console.shell import console_scope, current_kb, kb_filter, location_label, render_page
+from ingest.actions import rerun_document
+from memory.actions import delete_document
+from memory.models import Chunk, Document, Memory
 
 DOCUMENTS_PER_PAGE = 25
-MEMORIES_PER_PAGE = 30
 # Parents per page of a document's structure: long books stay fast; ?chunk=<id> finds the right page.
 PARENTS_PER_PAGE = 60
 MAX_STATUS_IDS = 200
 STAGES = ["queued", "parsing", "extracting", "indexing", "ready"]
-
-
-def location_label(loc: dict) -> str:
-    """'p. 3 · slide 2 · sheet “Q1” · 01:02–01:30' from a chunk's or a source's location fields."""
-    parts = []
-    if loc.get("page") is not None:
-        parts.append(f"p. {loc['page']}")
-    if loc.get("slide") is not None:
-        parts.append(f"slide {loc['slide']}")
-    if loc.get("sheet"):
-        parts.append(f"sheet “{loc['sheet']}”")
-    if loc.get("start_time") is not None:
-        span = _clock(loc["start_time"])
-        if loc.get("end_time") is not None:
-            span += f"–{_clock(loc['end_time'])}"
-        parts.append(span)
-    if loc.get("speaker"):
-        parts.append(loc["speaker"])
-    return " · ".join(parts)
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
 def status_payload(document: Document) -> dict:
@@ -96,14 +70,6 @@ def document_status(request):
 
 # --- documents --------------------------------------------------------------------------------------
 
-def _kb_filter(request, scope) -> str:
-    """?kb=<slug>, or the switcher's knowledge base when the parameter is absent (?kb= means all)."""
-    if "kb" in request.GET:
-        return request.GET["kb"]
-    kb = current_kb(request, scope)
-    return kb.slug if kb else ""
-
-
 def _date(value: str):
     try:
         return datetime.date.fromisoformat(value) if value else None
@@ -116,7 +82,7 @@ def document_list(request):
     scope = console_scope(request)
     params = request.GET
     qs = Document.objects.in_scope(scope).select_related("kb")
-    kb_slug = _kb_filter(request, scope)
+    kb_slug = kb_filter(request, scope)
     if kb_slug:
         qs = qs.filter(kb__slug=kb_slug)
     if params.get("status") in Document.Status.values:
@@ -220,8 +186,7 @@ def document_rerun(request, pk):
     if not document.can_rerun:
         messages.warning(request, f"“{document.filename}” is still {document.status}; wait for it to finish.")
     else:
-        with transaction.atomic():
-            rerun_document(scope, document)
+        rerun_document(scope, document)
         messages.success(request, f"Queued “{document.filename}” again.")
     return redirect("console:document-detail", pk=document.pk)
 
@@ -232,38 +197,9 @@ def document_delete(request, pk):
     document = _scoped_document(scope, pk)
     if request.method == "POST":
         name = document.filename
-        with transaction.atomic():
-            delete_document(scope, document)
+        delete_document(scope, document)
         messages.success(request, f"Deleted “{name}”, its chunks and its memories.")
         return redirect("console:document-list")
     summary = {"chunks": document.chunks.count(), "memories": document.memories.count()}
     return render_page(request, scope, "ingest/document_delete.html",
                        {"section": "documents", "document": document, "summary": summary})
-
-
-# --- memories ---------------------------------------------------------------------------------------
-
-@login_required
-def memory_list(request):
-    scope = console_scope(request)
-    params = request.GET
-    kind = params.get("kind") if params.get("kind") in (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT) \
-        else Memory.Kind.EPISODE
-    qs = Memory.objects.in_scope(scope).filter(kind=kind).select_related("kb", "document", "parent")
-    kb_slug = _kb_filter(request, scope)
-    if kb_slug:
-        qs = qs.filter(kb__slug=kb_slug)
-    status = params.get("status", Memory.Status.ACTIVE)
-    if status in Memory.Status.values:
-        qs = qs.filter(status=status)
-    if params.get("q"):
-        qs = qs.filter(Q(text__icontains=params["q"].strip()) | Q(topic__icontains=params["q"].strip()))
-    if kind == Memory.Kind.EPISODE:
-        qs = qs.annotate(fact_total=Count("facts"))
-    page = Paginator(qs.order_by("-created_at", "ordinal"), MEMORIES_PER_PAGE).get_page(params.get("page"))
-    return render_page(request, scope, "ingest/memory_list.html", {
-        "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
-        "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
-        "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE),
-        "can_curate": request.user.is_staff and request.user.has_perm("ingest.change_memory"),
-    })

@@ -1,15 +1,19 @@
-"""Curation of memories: status changes, edits and deletes, each with a history row and an index update."""
+"""Curation of memories: status changes (disable, supersede), edits and deletes, each with a history row.
+
+Each action owns its transaction; the indexes follow after the commit (memory/signals.py).
+"""
 
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
-from ingest.models import Memory, MemoryHistory
+from memory import signals
+from memory.models import Memory, MemoryHistory, Message
+from tenants.access import Scope
 
 
 def set_memory_status(memories, status: str, *, actor: str, reason: str = "") -> int:
     """Enable, disable or supersede memories; the indexes follow (only active memories are indexed)."""
-    from retrieval.projection import index_memories
-
     changed = []
     with transaction.atomic():
         for memory in memories.select_for_update():
@@ -22,14 +26,12 @@ def set_memory_status(memories, status: str, *, actor: str, reason: str = "") ->
             memory.status = status
             memory.save(update_fields=["status", "updated_at"])
             changed.append(memory)
-        transaction.on_commit(lambda: index_memories(changed))
+        signals.memories_changed.send(Memory, memories=changed)
     return len(changed)
 
 
 def update_memory_text(memory: Memory, text: str, *, actor: str, reason: str = "") -> Memory:
     """Correct a memory's text; the history keeps the old text and the indexes get the new one."""
-    from retrieval.projection import index_memories
-
     with transaction.atomic():
         MemoryHistory.objects.create(memory_id=memory.id, tenant_id=memory.tenant_id,
                                      event=MemoryHistory.Event.UPDATE, old_text=memory.text, new_text=text,
@@ -37,7 +39,7 @@ def update_memory_text(memory: Memory, text: str, *, actor: str, reason: str = "
                                      reason=reason[:300])
         memory.text = text
         memory.save(update_fields=["text", "updated_at"])
-        transaction.on_commit(lambda: index_memories([memory]))
+        signals.memories_changed.send(Memory, memories=[memory])
     return memory
 
 
@@ -49,8 +51,6 @@ def delete_memories(memories, *, actor: str, reason: str = "deleted") -> int:
     touch. Ids are read up front and the index rows removed after the commit, whether or not the
     database still held the memories, so a second run finishes what a failed removal left.
     """
-    from retrieval.projection import remove_memory_rows
-
     memories = list(memories)
     pks = {m.pk for m in memories}
     with transaction.atomic():
@@ -65,10 +65,42 @@ def delete_memories(memories, *, actor: str, reason: str = "deleted") -> int:
             kb_ids, ids = scopes.setdefault(m.tenant_id, (set(), set()))
             kb_ids.add(m.kb_id)
             ids.add(m.pk)
-
-        def unindex():
-            for tenant_id, (kb_ids, ids) in scopes.items():
-                remove_memory_rows(tenant_id, kb_ids, sorted(ids, key=str))
-
-        transaction.on_commit(unindex)
+        for tenant_id, (kb_ids, ids) in scopes.items():
+            signals.memories_deleted.send(Memory, tenant_id=tenant_id, kb_ids=kb_ids, memory_ids=sorted(ids, key=str))
     return len(doomed)
+
+
+def delete_memory(scope: Scope, memory: Memory) -> int:
+    """Delete one memory (an episode takes its facts along) from the database and both indexes."""
+    scope.require_kb(memory.kb_id)
+    return delete_memories([memory], actor=scope.actor, reason="deleted through the API")
+
+
+def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: str | None = None) -> int:
+    """Delete a user's (or one session's) memories and raw messages from the database, then from both indexes.
+
+    The index rows are removed by user (and session) after the commit, even when the database held
+    nothing any more, so running it again finishes a delete whose removal failed.
+    """
+    kb_ids = tuple(sorted(set(kb_ids) & scope.kb_ids))
+    memories = Memory.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
+    messages = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id)
+    if session_id is not None:
+        memories, messages = memories.filter(session_id=session_id), messages.filter(session_id=session_id)
+    tenant_id = scope.tenant.pk
+    with transaction.atomic():
+        doomed = list(memories.only("id", "tenant_id", "text", "status"))
+        _record_deletes(scope, doomed)
+        memories.delete()
+        messages.delete()
+        signals.user_memories_deleted.send(Memory, tenant_id=tenant_id, kb_ids=kb_ids, user_id=user_id,
+                                           session_id=session_id)
+    return len(doomed)
+
+
+def _record_deletes(scope: Scope, memories: list[Memory]) -> None:
+    now = timezone.now()
+    MemoryHistory.objects.bulk_create(
+        [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
+                       old_status=m.status, actor=scope.actor, reason="deleted through the API", created_at=now)
+         for m in memories], batch_size=500)

@@ -3,10 +3,9 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.actions import delete_document, delete_knowledge_base, delete_tenant
-from ingest.conversation.actions import delete_memories_in_scope
-from ingest.memory_actions import delete_memories
-from ingest.models import Document, Memory
+from memory.actions import delete_document, delete_knowledge_base, delete_tenant
+from memory.curation import delete_memories, delete_memories_in_scope
+from memory.models import Document, Memory
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 

@@ -1,65 +1,21 @@
-"""Console pages for tenants: the shared page scaffolding, the switcher and knowledge-base management."""
+"""Console pages for knowledge bases: the switcher, the list, create, edit and delete."""
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from ingest.actions import delete_knowledge_base
-from ingest.models import Chunk, Document, Memory, Message
+from console.shell import KB_KEY, TENANT_KEY, console_scope, render_page, safe_next
+from memory.actions import delete_knowledge_base
+from memory.models import Chunk, Document, Memory, Message
 from tenants.access import Scope, permitted_scope, tenants_for
 from tenants.models import KnowledgeBase
-
-TENANT_KEY = "console_tenant"
-KB_KEY = "console_kb"
-
-
-# --- scaffolding shared by every console page ------------------------------------------------------
-
-def console_scope(request, *, write: bool = False) -> Scope:
-    """The signed-in user's scope in the tenant chosen in the session (their first tenant by default)."""
-    slug = request.session.get(TENANT_KEY)
-    try:
-        return permitted_scope(request.user, tenant_slug=slug, write=write)
-    except Http404:
-        if not slug:
-            raise
-        # The membership behind the remembered tenant is gone: fall back rather than lock the user out.
-        request.session.pop(TENANT_KEY, None)
-        request.session.pop(KB_KEY, None)
-        return permitted_scope(request.user, write=write)
-
-
-def current_kb(request, scope: Scope) -> KnowledgeBase | None:
-    """The knowledge base chosen in the switcher, if it is still in scope."""
-    slug = request.session.get(KB_KEY)
-    return scope.knowledge_bases().filter(slug=slug).first() if slug else None
-
-
-def render_page(request, scope: Scope, template: str, context: dict | None = None, *, status: int = 200):
-    """Render a console page with the header's switcher data."""
-    base = {
-        "scope": scope,
-        "tenants": tenants_for(request.user),
-        "switcher_kbs": list(scope.knowledge_bases().order_by("name")),
-        "current_kb": current_kb(request, scope),
-    }
-    return render(request, template, {**base, **(context or {})}, status=status)
-
-
-def _safe_next(request, fallback: str) -> str:
-    target = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
-        return target
-    return fallback
 
 
 @login_required
@@ -79,10 +35,8 @@ def switch(request):
         if slug and not scope.knowledge_bases().filter(slug=slug).exists():
             raise Http404("No such knowledge base.")
         request.session[KB_KEY] = slug
-    return redirect(_safe_next(request, reverse("console:kb-list")))
+    return redirect(safe_next(request, reverse("console:kb-list")))
 
-
-# --- knowledge bases -------------------------------------------------------------------------------
 
 def _count_of(model, field: str, **extra):
     """A correlated COUNT subquery; joining three reverse relations at once would multiply rows."""
@@ -171,8 +125,7 @@ def kb_delete(request, slug):
         # Typing the slug is the confirmation: a stray click or a replayed form cannot delete a KB.
         if request.POST.get("confirm_slug", "").strip() == kb.slug:
             name = kb.name
-            with transaction.atomic():
-                delete_knowledge_base(scope, kb)
+            delete_knowledge_base(scope, kb)
             if request.session.get(KB_KEY) == slug:
                 request.session.pop(KB_KEY)
             messages.success(request, f"Deleted knowledge base “{name}” and everything in it.")

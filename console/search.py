@@ -4,12 +4,11 @@ import logging
 
 from django.contrib.auth.decorators import login_required
 
-from ingest.models import Document
-from ingest.views import location_label
+from console.shell import console_scope, current_kb, location_label, render_page
+from memory.models import Document
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
-from tenants.views import console_scope, current_kb, render_page
 
 log = logging.getLogger(__name__)
 

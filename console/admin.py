@@ -1,8 +1,77 @@
-from django.contrib import admin, messages
-from django.db import transaction
+"""The Django admin of the rows whose changes span apps: every delete and edit goes through the domain actions.
 
-from ingest.memory_actions import delete_memories, set_memory_status, update_memory_text
-from ingest.models import Chunk, Document, Memory, MemoryHistory, Message
+Tenants' own rows without such changes (memberships, API keys) keep their admin in tenants/admin.py.
+"""
+
+from django.contrib import admin, messages
+
+from ingest.actions import rerun_document
+from memory.actions import delete_chunks, delete_document, delete_knowledge_base, delete_tenant
+from memory.curation import delete_memories, set_memory_status, update_memory_text
+from memory.models import Chunk, Document, Memory, MemoryHistory, Message
+from retrieval.projection import reindex
+from tenants.access import Scope
+from tenants.actions import set_isolation
+from tenants.models import KnowledgeBase, Tenant
+
+
+def _staff(request) -> str:
+    return f"admin:{request.user.username}"
+
+
+def _staff_scope(request, kb):
+    return Scope(kb.tenant, frozenset([kb.pk]), True, True, _staff(request))
+
+
+class KnowledgeBaseInline(admin.TabularInline):
+    model = KnowledgeBase
+    extra = 0
+    fields = ("slug", "name", "language")
+    can_delete = False  # an inline delete would bypass delete_knowledge_base; delete from the KB's own page
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "isolation", "created_at")
+    list_filter = ("isolation",)
+    search_fields = ("slug", "name")
+    inlines = [KnowledgeBaseInline]
+
+    # Every delete and isolation switch goes through the domain actions, so the index rows follow.
+    def save_model(self, request, obj, form, change):
+        if change and "isolation" in form.changed_data:
+            wanted, obj.isolation = obj.isolation, form.initial["isolation"]
+            super().save_model(request, obj, form, change)
+            set_isolation(obj, wanted, actor=_staff(request))
+        else:
+            super().save_model(request, obj, form, change)
+
+    def delete_model(self, request, obj):
+        delete_tenant(obj, actor=_staff(request))
+
+    def delete_queryset(self, request, queryset):
+        for tenant in queryset:
+            delete_tenant(tenant, actor=_staff(request))
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "tenant", "language", "created_at")
+    list_filter = ("tenant", "language")
+    search_fields = ("slug", "name", "description")
+    actions = ["reindex_selected"]
+
+    def delete_model(self, request, obj):
+        delete_knowledge_base(_staff_scope(request, obj), obj)
+
+    def delete_queryset(self, request, queryset):
+        for kb in queryset.select_related("tenant"):
+            self.delete_model(request, kb)
+
+    @admin.action(description="Rebuild the index projections of the selected knowledge bases")
+    def reindex_selected(self, request, queryset):
+        total = sum(reindex(tenant=kb.tenant, kb=kb)["rows"] for kb in queryset)
+        self.message_user(request, f"Reindexed {queryset.count()} knowledge base(s), {total} index rows.")
 
 
 class ChunkInline(admin.TabularInline):
@@ -28,10 +97,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
     # Deletes (one, or "delete selected") go through the domain action, so the index rows follow.
     def delete_model(self, request, obj):
-        from ingest.actions import delete_document
-        from tenants.access import Scope
-
-        scope = Scope(obj.kb.tenant, frozenset([obj.kb_id]), True, True, f"admin:{request.user.username}")
+        scope = Scope(obj.kb.tenant, frozenset([obj.kb_id]), True, True, _staff(request))
         delete_document(scope, obj)
 
     def delete_queryset(self, request, queryset):
@@ -40,15 +106,11 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run selected failed or finished documents")
     def rerun_selected(self, request, queryset):
-        from ingest.actions import rerun_document
-        from tenants.access import Scope
-
         count = 0
         for doc in queryset.select_related("kb__tenant"):
-            scope = Scope(doc.kb.tenant, frozenset([doc.kb_id]), True, True, f"admin:{request.user.username}")
-            with transaction.atomic():
-                if rerun_document(scope, doc).status == Document.Status.QUEUED:
-                    count += 1
+            scope = Scope(doc.kb.tenant, frozenset([doc.kb_id]), True, True, _staff(request))
+            if rerun_document(scope, doc).status == Document.Status.QUEUED:
+                count += 1
         self.message_user(request, f"Queued {count} document(s) again.", messages.SUCCESS)
 
 
@@ -61,13 +123,9 @@ class ChunkAdmin(admin.ModelAdmin):
 
     # Deleting a document lists its chunks for deletion too; either way their index rows follow.
     def delete_model(self, request, obj):
-        from ingest.actions import delete_chunks
-
         delete_chunks([obj])
 
     def delete_queryset(self, request, queryset):
-        from ingest.actions import delete_chunks
-
         delete_chunks(queryset)
 
 
@@ -87,7 +145,7 @@ class MemoryAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         # Edits go through the memory actions so history rows and the indexes follow.
-        actor = f"admin:{request.user.username}"
+        actor = _staff(request)
         if change:
             old = Memory.objects.get(pk=obj.pk)
             if old.text != obj.text:
@@ -99,19 +157,19 @@ class MemoryAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
 
     def delete_model(self, request, obj):
-        delete_memories([obj], actor=f"admin:{request.user.username}", reason="deleted in the admin")
+        delete_memories([obj], actor=_staff(request), reason="deleted in the admin")
 
     def delete_queryset(self, request, queryset):
-        delete_memories(queryset, actor=f"admin:{request.user.username}", reason="deleted in the admin")
+        delete_memories(queryset, actor=_staff(request), reason="deleted in the admin")
 
     @admin.action(description="Disable selected memories (removed from search)")
     def disable_selected(self, request, queryset):
-        n = set_memory_status(queryset, Memory.Status.DISABLED, actor=f"admin:{request.user.username}")
+        n = set_memory_status(queryset, Memory.Status.DISABLED, actor=_staff(request))
         self.message_user(request, f"Disabled {n} memories.")
 
     @admin.action(description="Enable selected memories")
     def enable_selected(self, request, queryset):
-        n = set_memory_status(queryset, Memory.Status.ACTIVE, actor=f"admin:{request.user.username}")
+        n = set_memory_status(queryset, Memory.Status.ACTIVE, actor=_staff(request))
         self.message_user(request, f"Enabled {n} memories.")
 
 

@@ -1,3 +1,9 @@
+"""The core's rows: documents, their chunks, chat messages, memories and the memories' history.
+
+The tables keep the `ingest_` names they had when these models lived in `ingest`, so an existing
+database needs no change (see memory/migrations/0001_initial.py).
+"""
+
 import hashlib
 import uuid
 from contextlib import contextmanager
@@ -64,6 +70,7 @@ class Document(models.Model):
     objects = DocumentQuerySet.as_manager()
 
     class Meta:
+        db_table = "ingest_document"
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["kb", "sha256"], name="document_unique_content_per_kb")]
 
@@ -219,6 +226,7 @@ class Chunk(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        db_table = "ingest_chunk"
         ordering = ["document", "level", "ordinal"]
         constraints = [models.UniqueConstraint(fields=["document", "level", "ordinal"], name="chunk_fixed_key")]
 
@@ -259,6 +267,7 @@ class Message(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "ingest_message"
         ordering = ["timestamp", "id"]
         constraints = [
             models.UniqueConstraint(fields=["kb", "user_id", "session_id", "message_id"], name="message_idempotent")
@@ -316,6 +325,7 @@ class Memory(models.Model):
     objects = MemoryQuerySet.as_manager()
 
     class Meta:
+        db_table = "ingest_memory"
         ordering = ["-created_at"]
         verbose_name_plural = "memories"
         indexes = [models.Index(fields=["tenant", "kb", "kind", "status"])]
@@ -355,6 +365,7 @@ class MemoryHistory(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
+        db_table = "ingest_memoryhistory"
         ordering = ["-created_at"]
         verbose_name_plural = "memory history"
 

@@ -1,0 +1,221 @@
+"""The import graph keeps the layout: no cycle between modules or apps, dependencies point one way.
+
+Reads every project module with `ast` (nothing is imported), so it runs in milliseconds. Run it alone
+with `python -m pytest tests/test_architecture.py`, or `python tests/test_architecture.py` for the
+full list of findings.
+
+The layers, lowest first (an app may import only the apps below it):
+
+    loci helpers  env, llm, sqlite, logging, api_errors, json_parser: import no app
+    tenants       tenants, knowledge bases, memberships, keys, scopes
+    memory        the core: the shared rows and the actions that change them
+    retrieval     indexes, embeddings, projection, search
+    ingest        parsing, extraction, conversations, the pipeline and its tasks
+    console       the web console's pages and the Django admin
+    project       loci's wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
+
+Outside ingest, only `ingest.actions` (the entry points that queue ingest's tasks) may be imported.
+A function-local import of a project module is refused, except a lazily loaded heavy model (HEAVY)
+and the registrations of an `AppConfig.ready()`.
+"""
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ["loci", "tenants", "memory", "retrieval", "ingest", "console"]
+LAYERS = ["loci", "tenants", "memory", "retrieval", "ingest", "console", "project"]
+# loci holds both helpers every app imports and the project's wiring, which imports every app.
+PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
+                  "loci.management")
+INGEST_ENTRY_POINTS = {"ingest.actions"}
+# Modules loaded on first use because importing them is expensive or pulls an optional model stack.
+HEAVY = {
+    "loci.llm": "imports openai",
+    "retrieval.rerankers": "imports openai; loads a reranking model",
+    "retrieval.embeddings.e5": "the E5 embedding model (onnxruntime, tokenizers)",
+    "retrieval.embeddings.use": "the Universal Sentence Encoder model",
+    "retrieval.embeddings.openai_compat": "imports openai",
+}
+
+
+def project_modules() -> dict[str, Path]:
+    modules = {}
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if "migrations" in parts:  # historical: they name models by path, as they were then
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def layer_of(module: str) -> str:
+    if module == "loci" or module.startswith(PROJECT_WIRING):  # loci/__init__ loads the Celery app
+        return "project"
+    return module.split(".", 1)[0]
+
+
+class Imports(ast.NodeVisitor):
+    """The project modules one module imports, split into top-level and function-local ones."""
+
+    def __init__(self, module: str, is_package: bool, known: set[str]):
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.known = known
+        self.top: set[str] = set()
+        self.local: list[tuple[str, int, bool]] = []  # (target, line, inside an AppConfig.ready)
+        self.functions: list[str] = []
+
+    def visit_FunctionDef(self, node):
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self._add(alias.name, node.lineno)
+
+    def visit_ImportFrom(self, node):
+        base = node.module or ""
+        if node.level:
+            anchor = self.package.split(".")
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join(anchor + ([base] if base else []))
+        for alias in node.names:
+            # `from pkg import sibling` imports the module pkg.sibling, not pkg itself.
+            self._add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in self.known else base, node.lineno)
+
+    def _add(self, target: str, line: int):
+        while target and target not in self.known:  # `import a.b.c` of a name inside a module
+            target = target.rpartition(".")[0]
+        if not target:
+            return
+        if self.functions:
+            self.local.append((target, line, self.functions[0] == "ready" or self.functions[-1] == "ready"))
+        else:
+            self.top.add(target)
+
+
+def import_graph():
+    modules = project_modules()
+    known = set(modules)
+    graph, local = {}, {}
+    for name, path in modules.items():
+        visitor = Imports(name, path.name == "__init__.py", known)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        graph[name] = visitor.top - {name}
+        local[name] = visitor.local
+    return graph, local
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan), each sorted."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def findings() -> dict[str, list[str]]:
+    graph, local = import_graph()
+    report = {"module cycles": [" <-> ".join(c) for c in cycles(graph)]}
+    app_graph: dict[str, set[str]] = {}
+    wrong_way, into_ingest = [], []
+    for module, targets in graph.items():
+        source = layer_of(module)
+        for target in targets:
+            dest = layer_of(target)
+            if dest == source:
+                continue
+            app_graph.setdefault(source, set()).add(dest)
+            if LAYERS.index(dest) > LAYERS.index(source):
+                wrong_way.append(f"{module} -> {target} ({source} may not import {dest})")
+            if dest == "ingest" and source != "project" and target not in INGEST_ENTRY_POINTS:
+                into_ingest.append(f"{module} -> {target}")
+    report["app cycles"] = [" <-> ".join(c) for c in cycles(app_graph)]
+    report["imports against the layers"] = sorted(wrong_way)
+    report["imports of ingest beyond its entry points"] = sorted(into_ingest)
+    report["function-local imports"] = sorted(
+        f"{module}:{line} imports {target}"
+        for module, imports in local.items()
+        for target, line, in_ready in imports
+        if target not in HEAVY and not in_ready
+    )
+    return report
+
+
+def test_it_finds_every_project_module():
+    modules = project_modules()
+    assert {"memory.models", "memory.actions", "console.shell", "ingest.tasks", "retrieval.projection"} <= set(modules)
+
+
+def test_it_counts_a_sibling_imported_from_its_package_as_the_sibling():
+    graph, _ = import_graph()
+    # chats.py: `from ingest.extraction import coreference, salience, summaries`
+    assert "ingest.extraction.coreference" in graph["ingest.extraction.chats"]
+    assert "ingest.extraction" not in graph["ingest.extraction.chats"]
+
+
+def test_it_sees_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_another_in_a_cycle():
+    assert findings()["module cycles"] == []
+
+
+def test_no_app_imports_another_in_a_cycle():
+    assert findings()["app cycles"] == []
+
+
+def test_dependencies_point_one_way():
+    assert findings()["imports against the layers"] == []
+
+
+def test_nothing_uses_ingest_but_through_its_entry_points():
+    assert findings()["imports of ingest beyond its entry points"] == []
+
+
+def test_project_modules_are_imported_at_the_top_except_heavy_models():
+    assert findings()["function-local imports"] == []
+
+
+if __name__ == "__main__":
+    failed = False
+    for check, items in findings().items():
+        print(f"{check}: {len(items)}")
+        for item in items:
+            print(f"  {item}")
+        failed = failed or bool(items)
+    sys.exit(1 if failed else 0)
