@@ -121,7 +121,14 @@ class MemoryHistoryAdmin(admin.ModelAdmin):
     list_filter = ("event", "tenant")
     search_fields = ("memory_id", "old_text", "new_text", "actor")
 
+    # The log is append-only: rows are written by the memory actions, never by hand.
+    def has_add_permission(self, request):
+        return False
+
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 
