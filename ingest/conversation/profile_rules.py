@@ -14,6 +14,8 @@ SINGLE_VALUED = ("name", "location", "occupation")
 # A like and a dislike of the same thing contradict each other: the newer wins.
 OPPOSITES = {"preference": "dislike", "dislike": "preference"}
 MAX_VALUE_WORDS = 6
+# A like or a goal whose object is a clause ("how it shows…", "that Melanie chose…") names no thing.
+_VAGUE = re.compile(r"^(?:how|that|what|when|where|why|it|its|this|these|those|both|all|see|make|being)\b", re.I)
 
 _FAMILY = (r"husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|sons|daughter|daughters|kids|children|"
            r"mom|mum|mother|dad|father|parents|sister|sisters|brother|brothers|grandma|grandmother|grandpa|"
@@ -82,7 +84,8 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
         ("dislike", rf"\b{w} (?:really )?(?:hates?|dislikes?|can't stand|cannot stand|don't like|doesn't like|"
                     rf"does not like|do not like|am not a fan of|is not a fan of|detests?) {_VALUE}"),
         ("preference", rf"\b{w} (?:really |absolutely |just |also )?(?:loves?|likes?|enjoys?|adores?|"
-                       rf"(?:is|am|was) (?:really )?(?:into|passionate about|a (?:big |huge )?fan of|fond of|keen on)) {_VALUE}"),
+                       rf"(?:is|am|was) (?:really )?(?:into|passionate about|a (?:big |huge )?fan of|fond of|"
+                       rf"keen on)) {_VALUE}"),
         ("preference", rf"\b{p} favou?rite (?P<v>[\w ]{{2,30}}? (?:is|are) [^.,!?;]{{2,40}}?){_END}"),
         ("goal", rf"\b{w} (?:really )?(?:wants?|hopes?|dreams? of|plans?|wish(?:es)?|would love|'d love|"
                  rf"am hoping|is hoping|aims?|am determined|is determined) to {_VALUE}"),
@@ -164,6 +167,10 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
             else:
                 subject = _full_name(who.removesuffix("'s").removesuffix("’s"), names or [speaker])
             value = _trim(m.group("v"))
+            if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
+                continue
+            if category == "family" and value.lower() == "family":
+                continue  # "my family" says nothing about who is in it
             if subject and value:
                 found.append(RuleItem(subject, category, value))
     return _distinct(found)

@@ -159,7 +159,8 @@ def _interests(kb, user_id: str, facts: list[Memory]) -> list[tuple[RuleItem, Me
         if len(earlier) + len(new) < INTEREST_MIN_FACTS:
             continue
         latest = max(new, key=lambda f: f.occurred_at or f.created_at)
-        out.append((RuleItem(subject, "interest", label), latest, [str(pk) for pk in earlier] + [str(f.pk) for f in new]))
+        cites = [str(pk) for pk in earlier] + [str(f.pk) for f in new]
+        out.append((RuleItem(subject, "interest", label), latest, cites))
     return out
 
 
