@@ -46,6 +46,13 @@ class TenantAdmin(admin.ModelAdmin):
         else:
             super().save_model(request, obj, form, change)
 
+    def get_deleted_objects(self, objs, request):
+        # The memory history admin refuses deletes (the log is append-only), but a tenant's log goes
+        # with the tenant: that one refusal must not block deleting the tenant.
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed.discard(MemoryHistory._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
     def delete_model(self, request, obj):
         delete_tenant(obj, actor=_staff(request))
 
@@ -179,7 +186,14 @@ class MemoryHistoryAdmin(admin.ModelAdmin):
     list_filter = ("event", "tenant")
     search_fields = ("memory_id", "old_text", "new_text", "actor")
 
+    # The log is append-only: rows are written by the memory actions, never by hand.
+    def has_add_permission(self, request):
+        return False
+
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ingest.chunking import chunk_document
+from ingest.document_history import previous_memories, record_extraction
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.originals import local_original
@@ -124,6 +125,8 @@ def extract_memories(document: Document) -> tuple[int, int]:
     mode = "llm" if modes == {"llm"} else ("mixed" if "llm" in modes else "deterministic")
     facts_total = 0
     with document.holding_claim():
+        before = previous_memories(document)
+        written: list[Memory] = []
         document.memories.all().delete()
         chunk_by_id = {str(c.pk): c for _, children, _ in results for c in children}
         for ordinal, (parent, children, extracted) in enumerate(results):
@@ -161,6 +164,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                     )
                 )
             Memory.objects.bulk_create(facts)
+            written += [episode, *facts]
             through = Memory.source_chunks.through
             through.objects.bulk_create(
                 [
@@ -171,6 +175,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 ]
             )
             facts_total += len(facts)
+        record_extraction(document, before, written)
         document.episode_count = len(results)
         document.fact_count = facts_total
         document.extraction_mode = mode

@@ -1,10 +1,11 @@
 """Search requests: validated at the boundary, with errors a caller can act on."""
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 METHODS = ("keyword", "vector", "hybrid", "agentic")
 MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
-FILTER_KEYS = ("kb", "document_id", "user_id", "session_id")
+FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at")
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
 MAX_NEIGHBOURS = 5
@@ -80,6 +81,8 @@ def parse_search_request(data: dict) -> SearchRequest:
             if not isinstance(filters[key], str) or len(filters[key]) > 200:
                 raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")
             clean[key] = filters[key]
+    if "valid_at" in filters:
+        clean["valid_at"] = _valid_at(filters["valid_at"])
     neighbours = data.get("neighbours", 0)
     if isinstance(neighbours, bool) or not isinstance(neighbours, int) or not 0 <= neighbours <= MAX_NEIGHBOURS:
         raise SearchError(f"'neighbours' must be an integer from 0 to {MAX_NEIGHBOURS}.")
@@ -109,3 +112,16 @@ def _document_id(value) -> int:
     if not 1 <= number <= MAX_DOCUMENT_ID:
         raise SearchError(f"'filters.document_id' values must be integers from 1 to {MAX_DOCUMENT_ID}.")
     return number
+
+
+def _valid_at(value) -> str:
+    """'filters.valid_at' (foresight whose window holds then) as the UTC ISO text windows are stored in."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            at = None
+        if at is not None:
+            at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+            return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    raise SearchError("'filters.valid_at' must be an ISO 8601 date or date-time, e.g. \"2023-06-15\".")

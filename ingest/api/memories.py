@@ -5,6 +5,8 @@
     GET    /api/v1/memories            list, filtered, sorted and paginated
     DELETE /api/v1/memories?user_id=…  delete a user's (or one session's) memories and messages
     GET    /api/v1/memories/{id}       one memory
+    PATCH  /api/v1/memories/{id}       correct its text and/or set its status (ingest.api.memory_history)
+    GET    /api/v1/memories/{id}/history  every ADD / UPDATE / DELETE of it
     DELETE /api/v1/memories/{id}       delete one memory (an episode with its facts)
 
 Extraction runs synchronously inside the request: a request holds at most 500 turns.
@@ -19,6 +21,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest.api import memory_history
 from ingest.conversation import actions
 from memory import curation
 from memory.models import Memory
@@ -227,6 +230,10 @@ class MemoryDetailView(APIView):
     @extend_schema(responses=MemorySerializer)
     def get(self, request, pk):
         return Response(MemorySerializer(self._memory(request_scope(request), pk)).data)
+
+    @extend_schema(request=memory_history.MemoryPatchSerializer, responses=MemorySerializer)
+    def patch(self, request, pk):
+        return memory_history.patch(self, request, pk, MemorySerializer)
 
     @extend_schema(operation_id="memory_delete", responses={200: DeleteResultSerializer})
     def delete(self, request, pk):

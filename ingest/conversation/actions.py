@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
+from ingest.conversation.foresight import foresight_memories, plan_foresight
+from ingest.conversation.profiles import update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage
@@ -173,6 +175,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     vectors = embedder().embed_documents(texts) if texts else None
     plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts],
                        [f.note for f in facts]) if texts else []
+    future = plan_foresight(messages, [speaker(m) for m in messages])
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -189,12 +192,15 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
                           "start": first.timestamp.isoformat(), "end": last.timestamp.isoformat()},
             )
             created, changed = _write_facts(kb, episode, facts, texts, plans, cited, mode, scope.actor, now)
+            foresight = foresight_memories(episode, future, attributed)
+            Memory.objects.bulk_create(foresight)
+            profile = update_profiles(kb, created, actor=scope.actor, now=now)
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
-                       for m in (episode, *created)]
+                       for m in (episode, *created, *foresight)]
             MemoryHistory.objects.bulk_create(history)
-            transaction.on_commit(lambda: index_memories([episode, *created, *changed]))
+            transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *profile.written]))
     except _AlreadyClaimed:
         log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
         return None

@@ -104,6 +104,15 @@ def resolve_relative_dates(text: str, reference: date | datetime | None) -> tupl
     return text, (first[0] if first else None)
 
 
+def resolved_dates(text: str, reference: date | datetime) -> list[tuple[re.Match, ResolvedDate]]:
+    """Every relative expression of the text with where it points, in order (foresight windows)."""
+    ref = reference.date() if isinstance(reference, datetime) else reference
+    found = [(m, _resolve(m, ref)) for m in _EN.finditer(text)]
+    if re.search(r"[\u4e00-\u9fff]", text):
+        found += [(m, _resolve(m, ref)) for m in _ZH.finditer(text)]
+    return sorted(((m, r) for m, r in found if r is not None), key=lambda pair: pair[0].start())
+
+
 # A date this module wrote: "(7 May 2023)", "(week of 1 May 2023)", "(June 2023)", "(2022)", "（2023-05-07）".
 _WRITTEN = re.compile(r"\((?:(?:week|weekend) of )?(?:\d{1,2} )?(?:[A-Z][a-z]+ )?\d{4}\)|（[^（）]*\d{4}[^（）]*）")
 # The day `dated` adds at the end of a statement, which `undated` takes off.

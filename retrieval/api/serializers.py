@@ -17,6 +17,8 @@ class SearchFiltersSerializer(serializers.Serializer):
                                         help_text="only items from these documents")
     user_id = serializers.CharField(max_length=200, required=False, help_text="conversation memories of this user")
     session_id = serializers.CharField(max_length=200, required=False)
+    valid_at = serializers.CharField(required=False, help_text="ISO date or date-time: only foresight whose "
+                                                               "validity window holds then")
 
 
 class SearchRequestSerializer(serializers.Serializer):
@@ -99,6 +101,33 @@ class _MemoryItemSerializer(_ItemSerializer):
 class AtomicFactItemSerializer(_MemoryItemSerializer):
     atomic_fact = serializers.CharField()
     parent_episode_id = serializers.UUIDField(allow_null=True)
+    # Foresight items (memory_types "foresight") are listed among the facts, with these fields.
+    memory_type = serializers.ChoiceField(["foresight"], required=False, help_text="present on foresight items")
+    valid_from = serializers.DateTimeField(required=False, help_text="foresight: when its window opens")
+    valid_until = serializers.DateTimeField(required=False, help_text="foresight: when it closes (exclusive)")
+    expired = serializers.BooleanField(required=False, help_text="foresight whose window has ended (demoted)")
+    extraction_mode = serializers.ChoiceField(["deterministic", "llm"], required=False)
+
+
+class ProfileItemSerializer(serializers.Serializer):
+    """One item of a conversation user's profile: what is known about one person (the subject)."""
+
+    id = serializers.UUIDField()
+    user_id = serializers.CharField()
+    subject = serializers.CharField(allow_blank=True, help_text="the person it is about (a chat speaker)")
+    category = serializers.CharField(help_text="name, occupation, location, family, pet, possession, preference, "
+                                               "dislike, goal or interest")
+    value = serializers.CharField(allow_blank=True)
+    text = serializers.CharField()
+    kind = serializers.ChoiceField(["explicit", "implicit"], help_text="implicit: a recurring interest")
+    status = serializers.ChoiceField(["active", "superseded", "disabled"])
+    extraction_mode = serializers.ChoiceField(["deterministic", "llm"])
+    since = serializers.DateTimeField(allow_null=True, help_text="time of the first fact behind it")
+    last_seen = serializers.DateTimeField(allow_null=True, help_text="time of the latest fact behind it")
+    fact_ids = serializers.ListField(child=serializers.UUIDField(), help_text="the facts it was built from")
+    message_ids = serializers.ListField(child=serializers.CharField(), help_text="the messages those facts cite")
+    superseded_by = serializers.UUIDField(allow_null=True, help_text="the item that replaced it")
+    score = serializers.FloatField(required=False, help_text="in a search: its relevance to the query")
 
 
 class EpisodeItemSerializer(_MemoryItemSerializer):
@@ -137,7 +166,7 @@ class SearchResponseSerializer(serializers.Serializer):
     episodes = EpisodeItemSerializer(many=True)
     facts = AtomicFactItemSerializer(many=True, help_text="hybrid and agentic only; empty for keyword and vector")
     chunks = ChunkItemSerializer(many=True, help_text="with memory_types including chunk")
-    profiles = serializers.ListField(child=serializers.DictField(), help_text="reserved; always empty")
+    profiles = ProfileItemSerializer(many=True, help_text="profile items of the users in scope that bear on the query")
     raw_messages = RawMessageSerializer(many=True)
     query = QueryEchoSerializer()
 

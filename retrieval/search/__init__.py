@@ -21,6 +21,7 @@ from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
 from retrieval.search import flat, hybrid
 from retrieval.search.engines import EngineError, Engines
+from retrieval.search.memory_kinds import add_profiles_and_foresight
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -70,7 +71,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
-    response["profiles"] = []
+    add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
         "text": req.query,
