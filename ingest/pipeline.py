@@ -6,9 +6,10 @@ import uuid
 from django.conf import settings
 from django.utils import timezone
 
+from entities.actions import link_memories
 from ingest.chunking import chunk_document
 from ingest.extraction import extractor
-from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.models import Chunk, Document, Memory
 from ingest.originals import local_original
 from ingest.parsing.base import ParseError
@@ -157,7 +158,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                         occurred_at=fact.occurred_at,
                         extraction_mode=mode,
                         content_hash=Memory.hash_text(fact.text),
-                        metadata={"parent_chunk_id": parent.pk},
+                        metadata={"parent_chunk_id": parent.pk, **llm_entities(fact)},
                     )
                 )
             Memory.objects.bulk_create(facts)
@@ -171,6 +172,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 ]
             )
             facts_total += len(facts)
+            link_memories([episode, *facts])
         document.episode_count = len(results)
         document.fact_count = facts_total
         document.extraction_mode = mode

@@ -1,7 +1,8 @@
 """Hybrid search: the five mRAG stages of DESIGN.md, each found here by its name.
 
 1. `coarse_recall` — episodes by dense and BM25 together (and, beside them, facts and chunks),
-   fused by `fuse`; `episodes_of_facts` adds the episodes whose facts matched the question.
+   fused by `fuse`; `episodes_of_facts` adds the episodes whose facts matched the question, and
+   the entity channel (search/entity_recall.py) those whose facts name an entity of the question.
 2.–4. `expand` — retrieval.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
    their facts (scored by `fact_scorer`), the output order.
 5. rerank — optional, in retrieval.search.search (shared by every method).
@@ -13,12 +14,14 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from entities.lookup import EntityRecall
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.fusion import logistic_relevance, rrf
 from retrieval.mrag import Candidate, EpisodeExpander, MragParams
 from retrieval.request import SearchRequest
 from retrieval.search import response
 from retrieval.search.engines import Engines
+from retrieval.search.entity_recall import boosted, boosted_facts, entity_recall, pulled_in
 
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, and "every row of a filter"
 
@@ -41,10 +44,18 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
         episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes)
         if recall.facts is not None:
             episodes += episodes_of_facts(engines, base, episodes, *recall.facts)
+        pulled = []
+        if recall.entities is not None:
+            pulled = pulled_in(fuse, engines, base, episodes, recall.entities)
+            episodes = boosted(episodes + pulled, recall.entities.episodes)
         for e in episodes:
             e.kind = "episode"
         if want_facts:
-            expander = EpisodeExpander(_mrag_params(req), fact_scorer(engines, base, episodes, facts_of_recalled))
+            score_facts = fact_scorer(engines, base, episodes, facts_of_recalled)
+            if recall.entities is not None:  # the prefetch did not know the pulled-in episodes
+                extra = fact_scorer(engines, base, pulled) if pulled and facts_of_recalled is not None else None
+                score_facts = boosted_facts(score_facts, recall.entities, extra, {e.id for e in pulled})
+            expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
         else:
             expander, ranked = None, episodes[: req.limit]
@@ -62,6 +73,7 @@ class Recall:
     episodes: Hits | None
     facts: Hits | None  # the fact recall beside the episodes' (MRAG_FACT_RECALL)
     chunks: Hits | None
+    entities: EntityRecall | None = None  # the third channel: memories naming the query's entities
 
 
 def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, want_episodes: bool,
@@ -81,8 +93,9 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     engines.start_embedding()
     sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
     dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}
+    entities = entity_recall(req.query, base) if want_episodes else None  # while the engines answer
     joined = {key: (engines.result(dense[key]), engines.result(sparse[key])) for key in plan}
-    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"))
+    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities)
 
 
 def rrf_order(dense: list[Hit], sparse: list[Hit]) -> dict[str, float]:
