@@ -65,8 +65,8 @@ _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _DATE_ZH = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})[日号]")
 _CURRENCY = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "CNY", "￥": "CNY", "RMB": "CNY"}
 _AMOUNT_SYMBOL = re.compile(r"(US\$|\$|€|£|¥|￥)\s?(\d[\d,]*(?:\.\d+)?)\s*(million|billion|thousand|k|m|bn)?\b", re.I)
-_AMOUNT_CODE = re.compile(r"\b(\d[\d,]*(?:\.\d+)?)\s*(million|billion|thousand)?\s*(USD|EUR|GBP|CNY|RMB|dollars|euros)\b",
-                          re.I)
+_AMOUNT_CODE = re.compile(
+    r"\b(\d[\d,]*(?:\.\d+)?)\s*(million|billion|thousand)?\s*(USD|EUR|GBP|CNY|RMB|dollars|euros)\b", re.I)
 _AMOUNT_ZH = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)?\s*(元|美元|人民币|欧元)")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(%|percent\b|％)")
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "万": 1e4, "亿": 1e8}

@@ -19,11 +19,18 @@ def entity_recall(query: str, base: IndexFilter) -> EntityRecall | None:
     return recall(query, base) if settings.MRAG_ENTITY_RECALL else None
 
 
+def entity_episodes(found: EntityRecall | None) -> list[str]:
+    """The channel's best episodes, at most MRAG_ENTITY_EPISODES: known before the recall is joined,
+    so the prefetch scores them (and their facts) in the same engine calls as the other episodes."""
+    if found is None:
+        return []
+    return sorted(found.episodes, key=lambda i: (-found.episodes[i], i))[: settings.MRAG_ENTITY_EPISODES]
+
+
 def pulled_in(fuse, engines, base: IndexFilter, recalled: list[Candidate], found: EntityRecall) -> list[Candidate]:
-    """The best entity-scored episodes the other channels missed, fused by `fuse` like the rest."""
+    """The channel's episodes the other channels missed, fused by `fuse` like the rest."""
     known = {e.id for e in recalled}
-    ranked = sorted((i for i in found.episodes if i not in known), key=found.episodes.get, reverse=True)
-    new = ranked[: settings.MRAG_ENTITY_EPISODES]
+    new = [i for i in entity_episodes(found) if i not in known]
     return fuse(engines, replace(base, kinds=("episode",), ids=tuple(new)), len(new)) if new else []
 
 
@@ -37,13 +44,9 @@ def boosted(candidates: list[Candidate], scores: dict[str, float]) -> list[Candi
     return candidates
 
 
-def boosted_facts(score_facts, found: EntityRecall, pulled_scorer=None, pulled: set[str] = frozenset()):
-    """Stage 3's fact scorer with each fact's entity score added (a fact that names the entity asked
-    about); the facts of `pulled` episodes come from `pulled_scorer` when one is given."""
+def boosted_facts(score_facts, found: EntityRecall):
+    """Stage 3's fact scorer with each fact's entity score added (a fact that names the entity asked about)."""
     def scorer(episode_ids):
-        out = score_facts([e for e in episode_ids if pulled_scorer is None or e not in pulled])
-        if pulled_scorer is not None and pulled.intersection(episode_ids):
-            out.update(pulled_scorer([e for e in episode_ids if e in pulled]))
-        return {e: boosted(facts, found.facts) for e, facts in out.items()}
+        return {e: boosted(facts, found.facts) for e, facts in score_facts(episode_ids).items()}
 
     return scorer
