@@ -6,10 +6,11 @@ import uuid
 from django.conf import settings
 from django.utils import timezone
 
+from entities.actions import link_memories
 from ingest.chunking import chunk_document
 from ingest.document_history import previous_memories, record_extraction
 from ingest.extraction import extractor
-from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.originals import local_original
 from ingest.parsing.base import ParseError
 from ingest.parsing.dispatch import parse_file
@@ -160,7 +161,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                         occurred_at=fact.occurred_at,
                         extraction_mode=mode,
                         content_hash=Memory.hash_text(fact.text),
-                        metadata={"parent_chunk_id": parent.pk},
+                        metadata={"parent_chunk_id": parent.pk, **llm_entities(fact)},
                     )
                 )
             Memory.objects.bulk_create(facts)
@@ -175,6 +176,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 ]
             )
             facts_total += len(facts)
+            link_memories([episode, *facts])
         record_extraction(document, before, written)
         document.episode_count = len(results)
         document.fact_count = facts_total

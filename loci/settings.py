@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "tenants",
     "memory",
     "ingest",
+    "entities",
     "retrieval",
     "console",
     "integrations",
@@ -377,6 +378,14 @@ MRAG_RERANK = env_bool("MRAG_RERANK", False)
 # past it the search fails with 504 naming the engine, never hangs.
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
+# The entity channel (entities/lookup.py): the episodes of the facts that name an entity of the
+# query join the coarse recall, and recalled episodes and facts that name one gain up to
+# MRAG_ENTITY_WEIGHT (their entity score, 0..1, times it) on their fused score. An entity named
+# by more than ENTITY_MAX_SHARE of the memories in reach (a chat's speakers) is left out.
+MRAG_ENTITY_RECALL = env_bool("MRAG_ENTITY_RECALL", True)
+MRAG_ENTITY_WEIGHT = env_float("MRAG_ENTITY_WEIGHT", 0.1, minimum=0.0, maximum=1.0)
+MRAG_ENTITY_EPISODES = env_int("MRAG_ENTITY_EPISODES", 10, minimum=0, maximum=1000)
+ENTITY_MAX_SHARE = env_float("ENTITY_MAX_SHARE", 0.05, minimum=0.0, maximum=1.0)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this

@@ -24,12 +24,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["loci", "tenants", "memory", "retrieval", "ingest", "console"]
-LAYERS = ["loci", "tenants", "memory", "retrieval", "ingest", "console", "project"]
+APPS = ["loci", "tenants", "memory", "entities", "retrieval", "ingest", "console", "integrations"]
+LAYERS = ["loci", "tenants", "memory", "entities", "retrieval", "ingest", "console", "integrations", "project"]
 # loci holds both helpers every app imports and the project's wiring, which imports every app.
 PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
                   "loci.management")
-INGEST_ENTRY_POINTS = {"ingest.actions"}
+# What other apps may use of ingest: the upload and conversation actions, the upload limits, and the
+# REST representations of documents and memories (the MCP server answers exactly what REST answers).
+INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.upload_limits",
+                       "ingest.api.serializers", "ingest.api.memories"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {
     "loci.llm": "imports openai",

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from entities.actions import link_memories
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
 from ingest.conversation.profiles import update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
-from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.extraction.dates import dated
 from ingest.pipeline import memory_uuid
 from memory.curation import update_memory_text
@@ -195,6 +196,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
             foresight = foresight_memories(episode, future, attributed)
             Memory.objects.bulk_create(foresight)
             profile = update_profiles(kb, created, actor=scope.actor, now=now)
+            link_memories([episode, *created, *foresight, *profile.written])
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
@@ -253,7 +255,7 @@ def _write_facts(kb, episode: Memory, facts, texts, plans: list[FactPlan], cited
             session_id=episode.session_id, segment_id=episode.segment_id,
             occurred_at=fact.occurred_at or episode.occurred_at, extraction_mode=mode,
             content_hash=Memory.hash_text(texts[plan.index]),
-            metadata={"subject": fact.subject or "", **({"note": True} if fact.note else {})},
+            metadata={"subject": fact.subject or "", **({"note": True} if fact.note else {}), **llm_entities(fact)},
         ))
     Memory.objects.bulk_create(created)
     for target in merged.values():

@@ -37,6 +37,12 @@ class ExtractedFact:
     occurred_at: datetime | None = None
     subject: str = ""
     note: bool = False  # what a chat client noted ("shares a photo of …"): an event, never a restatement
+    entities: list[dict] = field(default_factory=list)  # [{"name", "type"}] an LLM listed; rules find their own
+
+
+def llm_entities(fact: ExtractedFact) -> dict:
+    """The metadata that keeps an LLM's entity list with its memory (the entity store is rebuilt from it)."""
+    return {"entities": fact.entities} if fact.entities else {}
 
 
 @dataclass

@@ -88,7 +88,7 @@ def episode_from_reply(reply: dict, unit: ExtractionUnit, passages: list[Passage
         if key in seen:
             seen[key].source_ids = list(dict.fromkeys(seen[key].source_ids + source_ids))
             continue
-        fact = ExtractedFact(text, source_ids, occurred_at, subject)
+        fact = ExtractedFact(text, source_ids, occurred_at, subject, entities=reply_entities(item.get("entities")))
         seen[key] = fact
         facts.append(fact)
     stamps = [p.timestamp for p in passages if p.timestamp]
@@ -99,6 +99,26 @@ def episode_from_reply(reply: dict, unit: ExtractionUnit, passages: list[Passage
         source_ids=all_ids,
         occurred_at=min(stamps) if stamps else unit.reference_time,
     )
+
+
+ENTITY_TYPES = ("person", "organization", "place", "work", "date", "amount", "other")
+MAX_ENTITIES = 20  # per fact
+
+
+def reply_entities(items) -> list[dict]:
+    """The fact's entity list as far as it is usable: a missing or malformed list is no entity, not a retry
+    (the rules find names anyway); an unknown type reads as "other"."""
+    if not isinstance(items, list):
+        return []
+    out = []
+    for item in items[:MAX_ENTITIES]:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+            continue
+        kind = item.get("type") if item.get("type") in ENTITY_TYPES else "other"
+        out.append({"name": " ".join(item["name"].split())[:200], "type": kind})
+    return out
 
 
 def _as_number(value) -> int | None:

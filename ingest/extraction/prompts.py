@@ -10,7 +10,8 @@ numbered [1], [2], ...; conversation passages also carry a timestamp and the spe
 
 Reply with one JSON object and nothing else:
 {"topic": str, "summary": str,
- "facts": [{"text": str, "sources": [int, ...], "occurred_at": "YYYY-MM-DD" or null}]}
+ "facts": [{"text": str, "sources": [int, ...], "occurred_at": "YYYY-MM-DD" or null,
+            "entities": [{"name": str, "type": str}, ...]}]}
 
 topic: a short title for what the material is about (a few words; for a document section, the
   section's subject; for a conversation, who talked and about what).
@@ -27,7 +28,10 @@ facts: every distinct piece of information worth remembering, each one
     "上周", "去年") into dates computed from the passage's timestamp or the reference date, and put
     the date the fact happened in occurred_at (null when unknown);
   - faithful: state only what the passages say; no advice, no opinions of your own, no guesses;
-  - cited: "sources" lists the numbers of the passages the fact comes from.
+  - cited: "sources" lists the numbers of the passages the fact comes from;
+  - with its entities: "entities" lists the people, organisations, places, products or works,
+    dates and amounts the fact names, each {"name": as written in the fact, "type": one of person,
+    organization, place, work, date, amount, other}; [] when it names none.
   Leave out greetings, small talk, questions that carry no information, and page furniture.
   For tables, write one fact per row that names the table's subject and the row's values.
 

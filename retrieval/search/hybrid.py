@@ -1,7 +1,8 @@
 """Hybrid search: the five mRAG stages of DESIGN.md, each found here by its name.
 
 1. `coarse_recall` — episodes by dense and BM25 together (and, beside them, facts and chunks),
-   fused by `fuse`; `episodes_of_facts` adds the episodes whose facts matched the question.
+   fused by `fuse`; `episodes_of_facts` adds the episodes whose facts matched the question, and
+   the entity channel (search/entity_recall.py) those whose facts name an entity of the question.
 2.–4. `expand` — retrieval.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
    their facts (scored by `fact_scorer`), the output order.
 5. rerank — optional, in retrieval.search.search (shared by every method).
@@ -13,12 +14,14 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from entities.lookup import EntityRecall
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.fusion import logistic_relevance, rrf
 from retrieval.mrag import Candidate, EpisodeExpander, MragParams
 from retrieval.request import SearchRequest
 from retrieval.search import response
 from retrieval.search.engines import Engines
+from retrieval.search.entity_recall import boosted, boosted_facts, entity_episodes, entity_recall, pulled_in
 
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, and "every row of a filter"
 
@@ -37,14 +40,21 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
         episode_flt = replace(base, kinds=("episode",))
         facts_of_recalled = None
         if recall.facts is not None:
-            facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts)
+            facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
+                                                  entity_episodes(recall.entities))
         episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes)
         if recall.facts is not None:
             episodes += episodes_of_facts(engines, base, episodes, *recall.facts)
+        if recall.entities is not None:
+            pulled = pulled_in(fuse, engines, base, episodes, recall.entities)
+            episodes = boosted(episodes + pulled, recall.entities.episodes)
         for e in episodes:
             e.kind = "episode"
         if want_facts:
-            expander = EpisodeExpander(_mrag_params(req), fact_scorer(engines, base, episodes, facts_of_recalled))
+            score_facts = fact_scorer(engines, base, episodes, facts_of_recalled)
+            if recall.entities is not None:
+                score_facts = boosted_facts(score_facts, recall.entities)
+            expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
         else:
             expander, ranked = None, episodes[: req.limit]
@@ -62,6 +72,7 @@ class Recall:
     episodes: Hits | None
     facts: Hits | None  # the fact recall beside the episodes' (MRAG_FACT_RECALL)
     chunks: Hits | None
+    entities: EntityRecall | None = None  # the third channel: memories naming the query's entities
 
 
 def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, want_episodes: bool,
@@ -81,8 +92,9 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     engines.start_embedding()
     sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
     dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}
+    entities = entity_recall(req.query, base) if want_episodes else None  # while the engines answer
     joined = {key: (engines.result(dense[key]), engines.result(sparse[key])) for key in plan}
-    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"))
+    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities)
 
 
 def rrf_order(dense: list[Hit], sparse: list[Hit]) -> dict[str, float]:
@@ -126,20 +138,22 @@ def _fused(dense: list[Hit], sparse: list[Hit], cosines_of_missing: list[Hit], l
     return candidates
 
 
-def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hits: Hits, fact_hits: Hits) -> Hits:
+def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hits: Hits, fact_hits: Hits,
+                      more_parents: list[str] = ()) -> Hits:
     """Everything the expansion will ask the engines after the recall, in one call per engine.
 
     The recalled episodes are known before they are scored (RRF ranks, it does not score), and
     so are the parents of the recalled facts. One call per engine scores the facts of all of them
     (stage 3) and the episodes themselves that a recall list left unscored (cosines of BM25-only
-    hits, both scores of the facts' parents); `fuse` and `episodes_of_facts` then read the
-    latter from the prefetch table, and the facts are returned for `fact_scorer`. On Milvus Lite,
+    hits, both scores of the facts' parents and of `more_parents`, the entity channel's episodes);
+    `fuse`, `episodes_of_facts` and the entity channel then read the latter from the prefetch
+    table, and the facts are returned for `fact_scorer`. On Milvus Lite,
     which serves one search at a time, that is one search fewer in a row (≈ 15 ms at 100k rows).
     """
     dense, sparse = hits
     recalled = best(rrf_order(dense, sparse), limit)
-    parents = list(dict.fromkeys(h.extra["parent_id"] for h in (*fact_hits[0], *fact_hits[1])
-                                 if h.extra.get("parent_id")))
+    parents = list(dict.fromkeys([*(h.extra["parent_id"] for h in (*fact_hits[0], *fact_hits[1])
+                                    if h.extra.get("parent_id")), *more_parents]))
     in_dense = {h.id for h in dense}
     unscored = [h.id for h in sparse if h.id not in in_dense] + parents
     flt = replace(episode_flt, kinds=("episode", "atomic_fact"),

@@ -2,6 +2,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from integrations.mcp_server import build_server
 from tenants.models import ApiKey
 
 
@@ -14,8 +15,6 @@ class Command(BaseCommand):
                             help="the API key every tool call acts as (default: $LOCI_API_KEY)")
 
     def handle(self, *args, **opts):
-        from integrations.mcp_server import build_server
-
         token = opts["api_key"].strip()
         if not token:
             raise CommandError("No API key: pass --api-key or set LOCI_API_KEY (create one with "

@@ -2,12 +2,13 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from entities.projection import reconcile_entities
 from retrieval.projection import reconcile, reconcile_removed
 from tenants.models import Tenant
 
 
 class Command(BaseCommand):
-    help = "Compare the database with the indexes and report (or, with --repair, fix) rows present in one but not the other."
+    help = "Compare the database with the indexes (and the entity projection) and report (or, with --repair, fix) rows present in one but not the other."
 
     def add_arguments(self, parser):
         parser.add_argument("--tenant", help="only this tenant (slug)")
@@ -22,7 +23,9 @@ class Command(BaseCommand):
         drift = False
         for tenant in tenants:
             report = reconcile(tenant, repair=opts["repair"])
+            report["entities"] = entities = reconcile_entities(tenant, repair=opts["repair"])
             drift |= any(report[k]["missing"] or report[k]["stale"] for k in ("vector", "keyword"))
+            drift |= bool(entities["missing"] or entities["stale"] or entities["orphans"])
             self.stdout.write(json.dumps(report))
         if not opts["tenant"]:  # rows of deleted knowledge bases and tenants (a tenant's own are in its report)
             report = reconcile_removed(repair=opts["repair"])

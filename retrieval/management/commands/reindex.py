@@ -4,13 +4,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django.core.exceptions import ImproperlyConfigured
 
+from entities.projection import rebuild_entities
 from retrieval.builds import ReindexRunning
 from retrieval.projection import reindex
 from tenants.models import KnowledgeBase, Tenant
 
 
 class Command(BaseCommand):
-    help = ("Rebuild the vector and keyword index projections from the database, online: everything goes into a "
+    help = ("Rebuild the vector and keyword index projections (and the entity projection) from the database, online: everything goes into a "
             "new build that replaces the live one when complete (one tenant or KB is rewritten in place).")
 
     def add_arguments(self, parser):
@@ -36,4 +37,6 @@ class Command(BaseCommand):
                              log_progress=lambda msg: self.stderr.write(msg))
         except (ReindexRunning, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from exc
+        # The entity projection has no build of its own (it does not depend on the embedder): relinked in place.
+        result["entities"] = [rebuild_entities(t, kb) for t in ([tenant] if tenant else Tenant.objects.all())]
         self.stdout.write(json.dumps(result))

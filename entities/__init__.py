@@ -1,0 +1,1 @@
+"""Entities: who and what the memories name (people, organisations, places, works, dates, amounts)."""
