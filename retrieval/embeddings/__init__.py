@@ -24,7 +24,7 @@ _built: tuple[tuple, Embedder] | None = None
 
 
 def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
-    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "use" or "openai".
+    """One uncached provider by its LOCI_EMBEDDER name: "e5-small-onnx", "e5-small", "use" or "openai".
 
     `max_retries` is the remote client's own retry count (local models ignore it).
     """
@@ -33,6 +33,10 @@ def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
         from retrieval.embeddings.e5 import E5SmallEmbedder
 
         return E5SmallEmbedder(threads=threads, batch_size=_BATCH_SIZE)
+    if kind == "e5-small-onnx":
+        from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
+
+        return E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, threads=threads)
     if kind == "use":
         from retrieval.embeddings.use import UseEmbedder
 
@@ -53,7 +57,7 @@ def build_provider(kind: str, *, max_retries: int = 1) -> Embedder:
             document_prefix=getattr(settings, "EMBEDDING_DOCUMENT_PREFIX", ""),
             max_retries=max_retries,
         )
-    raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small, use or openai")
+    raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small-onnx, e5-small, use or openai")
 
 
 def build_embedder(primary: str | None = None, fallback: str | None = None, *, cache: bool | None = None) -> Embedder:
