@@ -160,6 +160,13 @@ class Tokenizer:
                 continue  # never equal to the encoding of whole characters, so never looked up
             self._pieces[text] = (index, float(scores[index]))
         self._longest = max(len(p) for p in self._pieces)
+        # The longest piece starting with each pair of characters: Viterbi tries no span longer than
+        # that from a position (a span no piece has is never a candidate, so nothing changes but time).
+        self._longest_from: dict[str, int] = {}
+        for text in self._pieces:
+            key = text[:2]
+            if len(text) > self._longest_from.get(key, 0):
+                self._longest_from[key] = len(text)
         # e5.c keeps scores and sums in float (fp32); the sums are rounded the same way here.
         self._unk_score = float(np.float32(scores.min()) - np.float32(10.0))
 
@@ -188,12 +195,14 @@ class Tokenizer:
         piece = [0] * (n + 1)
         start = [0] * (n + 1)
         rounded = array("f", [0.0])
-        pieces, longest, unk_score, unk = self._pieces, self._longest, self._unk_score, self.unk
+        pieces, longest_from, unk_score, unk = self._pieces, self._longest_from, self._unk_score, self.unk
         for i in range(n):
             here = best[i]
             if here <= floor:
                 continue
-            for end in range(i + 1, min(n, i + longest) + 1):
+            # Single-character pieces have a 1-character key; a longer piece is found under its first two.
+            reach = max(longest_from.get(chars[i : i + 2], 1), 1 if chars[i] in pieces else 0)
+            for end in range(i + 1, min(n, i + reach) + 1):
                 found = pieces.get(chars[i:end])
                 if found is not None:
                     rounded[0] = here + found[1]

