@@ -115,10 +115,11 @@ def build_graph(source: E5File, precision: str = "fp32"):
     const("axes_12", np.array([1, 2], dtype=np.int64))
     const("axes_2", np.array([2], dtype=np.int64))
     const("axes_1", np.array([1], dtype=np.int64))
-    const("tiny", np.array(1e-12, dtype=np.float32))
-    const("i8max", np.array(127.0, dtype=np.float32))
-    const("u8zero", np.array(128.0, dtype=np.float32))
-    const("u8_128", np.array(128, dtype=np.uint8))
+    if precision == "int8":  # an unused initializer makes onnxruntime warn at every load
+        const("tiny", np.array(1e-12, dtype=np.float32))
+        const("i8max", np.array(127.0, dtype=np.float32))
+        const("u8zero", np.array(128.0, dtype=np.float32))
+        const("u8_128", np.array(128, dtype=np.uint8))
 
     # Padding keys get -1e9 before the softmax: exp() makes them exactly 0, so a text's real tokens
     # attend only to each other, as in e5.c where each text is its own segment.
