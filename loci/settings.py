@@ -244,7 +244,7 @@ LOCI_KEYWORD_INDEX = {
 }
 
 # --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
-LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "e5-small-onnx", "use", "openai"})
+LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small-onnx", {"e5-small", "e5-small-onnx", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")
