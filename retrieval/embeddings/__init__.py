@@ -28,7 +28,7 @@ _FAILOVER_COOLDOWN_SECONDS = 30.0
 
 
 def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = None) -> Embedder:
-    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "use" or "openai".
+    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "e5-small-onnx", "use" or "openai".
 
     `max_retries` is the remote client's own retry count (local models ignore it). `options`
     (an alias's OPTIONS) override the flat EMBEDDING_* settings, by the same names in lower case
@@ -44,6 +44,10 @@ def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = No
         from retrieval.embeddings.e5 import E5SmallEmbedder
 
         return E5SmallEmbedder(threads=threads, batch_size=_BATCH_SIZE)
+    if kind == "e5-small-onnx":
+        from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
+
+        return E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, threads=threads)
     if kind == "use":
         from retrieval.embeddings.use import UseEmbedder
 
@@ -64,7 +68,7 @@ def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = No
             document_prefix=setting("DOCUMENT_PREFIX", ""),
             max_retries=max_retries,
         )
-    raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small, use or openai")
+    raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small-onnx, e5-small, use or openai")
 
 
 def build_embedder(primary: str | None = None, fallback: str | None = None, *, cache: bool | None = None,
