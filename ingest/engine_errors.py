@@ -64,7 +64,7 @@ def _transient_engine(exc: BaseException) -> str | None:
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
         return keyword_engine()
     if isinstance(exc, TransientParseError):
-        return "The file converter"
+        return exc.engine
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return "A service the stage depends on"
     return None

@@ -37,6 +37,7 @@ def local_original(field) -> Iterator[Path]:
         except FileNotFoundError:
             raise ParseError("The original file is missing from storage.") from None
         except Exception as exc:  # botocore's errors share no base class with OSError
-            raise TransientParseError(f"Could not read the original from storage: {type(exc).__name__}: {exc}") from exc
+            raise TransientParseError(f"Could not read the original from storage: {type(exc).__name__}: {exc}",
+                                      engine="The storage of originals") from exc
         copy.flush()
         yield Path(copy.name)

@@ -35,7 +35,7 @@ from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFie
 from ingest.api.serializers import DocumentSerializer
 from ingest.conversation import actions as conversation
 from ingest.upload_limits import limit_megabytes
-from memory.curation import delete_memory
+from memory import curation
 from memory.models import Document, Memory
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
@@ -142,7 +142,7 @@ def build_server(key_for: KeyFor) -> MCPServer:
     async def delete_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
         """Delete a memory (an episode takes its atomic facts along) from the database and the indexes."""
         def work(scope):
-            return {"status": "deleted", "deleted": delete_memory(scope, _memory(scope, memory_id))}
+            return {"status": "deleted", "deleted": curation.delete_memory(scope, _memory(scope, memory_id))}
 
         return await act(ctx, work, write=True)
 

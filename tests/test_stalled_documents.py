@@ -245,7 +245,9 @@ def test_a_frozen_worker_that_lost_its_claim_writes_nothing_when_it_wakes(tmp_pa
 def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready(tmp_path, scenario, database_url):
     from retrieval.milvus_lite import ensure_server, stop_server
 
-    var, env = scenario("outage", "clean")
+    # A cold embedding cache of its own: with vectors other tests left in the run's cache the index
+    # stage can finish between two polls, before the server is stopped (seen under load).
+    var, env = scenario("outage", "clean", EMBEDDING_CACHE_PATH=str(tmp_path / "cold-embedding-cache.sqlite3"))
     with workers() as started:
         worker = Worker(env, tmp_path / "worker.log", name="w")
         started.append(worker.start())

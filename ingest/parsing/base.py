@@ -8,7 +8,13 @@ class ParseError(Exception):
 
 
 class TransientParseError(Exception):
-    """A failure worth retrying (a converter timed out under load, a lock was busy)."""
+    """A failure worth retrying (a converter timed out under load, a lock was busy, storage did not answer).
+
+    `engine` names what did not answer, for the reason a document fails with when retries run out."""
+
+    def __init__(self, message: str, *, engine: str = "The file converter"):
+        super().__init__(message)
+        self.engine = engine
 
 
 @dataclass
