@@ -315,6 +315,22 @@ MRAG_RERANK = env_bool("MRAG_RERANK", False)
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
+# One calibrated relevance for every item of every method (retrieval/relevance.py): P(holds the answer)
+# = sigmoid(W·x + B), x the logit of hybrid's score ("mrag": facts and episodes; "chunk") or the raw
+# BM25 / cosine of keyword / vector. Fitted by `python -m bench.fit_relevance` on CMRC (bench/RESULTS.md,
+# "One relevance"); refit with the fusion weights or after changing the embedder.
+SEARCH_RELEVANCE = {
+    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 1.0), env_float("SEARCH_RELEVANCE_MRAG_B", 0.0)),
+    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 1.0), env_float("SEARCH_RELEVANCE_CHUNK_B", 0.0)),
+    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.2), env_float("SEARCH_RELEVANCE_BM25_B", -3.0)),
+    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 20.0), env_float("SEARCH_RELEVANCE_COSINE_B", -17.0)),
+}
+# Items under this relevance are left out of every method's answer; when none is left the response
+# says `query.weak` (chosen so that CMRC answer@N and LoCoMo R@10 lose nothing: bench/RESULTS.md).
+SEARCH_MIN_RELEVANCE = env_float("SEARCH_MIN_RELEVANCE", 0.0, minimum=0.0, maximum=1.0)
+# Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
+# across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
+SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.0, minimum=0.0, maximum=0.5)
 
 LOGGING = {
     "version": 1,

@@ -4,7 +4,8 @@ Where each part lives:
 - `engines`  — the engine calls: leaf tasks with deadlines, joined in the request thread;
 - `flat`     — the keyword and vector methods;
 - `hybrid`   — the five mRAG stages, each a function named for it;
-- `response` — hydrating ranked candidates into the response shape;
+- `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
+- `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
 - retrieval.agentic — agentic search, over `Run.hybrid`.
 """
 
@@ -18,7 +19,7 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid
+from retrieval.search import flat, hybrid, ranking
 from retrieval.search.engines import EngineError, Engines
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
@@ -61,6 +62,12 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         method_used = "agentic" if not notes else "hybrid"
     else:
         response, method_used = getattr(run, req.method)(), req.method
+    floor = settings.SEARCH_MIN_RELEVANCE
+    below = ranking.drop_below(response, floor)
+    weak = not any(response.get(key) for key in ranking.LISTS)
+    if weak and below["dropped"]:
+        notes = [*notes, f"Nothing answers this well: the best of {below['dropped']} results has relevance "
+                         f"{below['best']:.3f}, under the floor {floor:g} (SEARCH_MIN_RELEVANCE)."]
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
         for key in ("facts", "episodes", "chunks"):
             response[key] = rerank_items(req.query, response.get(key, []))
@@ -68,6 +75,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
+    ranking.assign_ranks(response)
     response["profiles"] = []
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
@@ -78,6 +86,9 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
         "llm": bool(settings.LLM_ENABLED),
         "notes": notes,
+        "weak": weak,
+        "min_relevance": floor,
+        "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
     }
     return response
