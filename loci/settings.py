@@ -320,17 +320,17 @@ VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, ma
 # BM25 / cosine of keyword / vector. Fitted by `python -m bench.fit_relevance` on CMRC (bench/RESULTS.md,
 # "One relevance"); refit with the fusion weights or after changing the embedder.
 SEARCH_RELEVANCE = {
-    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 1.0), env_float("SEARCH_RELEVANCE_MRAG_B", 0.0)),
-    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 1.0), env_float("SEARCH_RELEVANCE_CHUNK_B", 0.0)),
-    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.2), env_float("SEARCH_RELEVANCE_BM25_B", -3.0)),
-    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 20.0), env_float("SEARCH_RELEVANCE_COSINE_B", -17.0)),
+    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 0.5348), env_float("SEARCH_RELEVANCE_MRAG_B", -2.3607)),
+    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 0.7968), env_float("SEARCH_RELEVANCE_CHUNK_B", -1.27)),
+    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.0781), env_float("SEARCH_RELEVANCE_BM25_B", -2.9557)),
+    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 43.32), env_float("SEARCH_RELEVANCE_COSINE_B", -40.64)),
 }
 # Items under this relevance are left out of every method's answer; when none is left the response
 # says `query.weak` (chosen so that CMRC answer@N and LoCoMo R@10 lose nothing: bench/RESULTS.md).
-SEARCH_MIN_RELEVANCE = env_float("SEARCH_MIN_RELEVANCE", 0.0, minimum=0.0, maximum=1.0)
+SEARCH_MIN_RELEVANCE = env_float("SEARCH_MIN_RELEVANCE", 0.035, minimum=0.0, maximum=1.0)
 # Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
 # across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
-SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.0, minimum=0.0, maximum=0.5)
+SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.12, minimum=0.0, maximum=0.5)
 
 LOGGING = {
     "version": 1,
