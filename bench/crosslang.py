@@ -90,7 +90,7 @@ def first_answering_rank(response: dict, answer: str, filename: str) -> int | No
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shifts", default="0,0.03,0.05")
-    parser.add_argument("--floor", type=float, help="SEARCH_MIN_RELEVANCE for the run (default: the setting)")
+    parser.add_argument("--floor", type=float, help="MRAG_MIN_RELEVANCE for the run (default: the setting)")
     parser.add_argument("--methods", default="hybrid,vector,keyword")
     parser.add_argument("--var-dir", help="reuse this data directory")
     parser.add_argument("--json", action="store_true")
@@ -102,12 +102,12 @@ def main(argv=None) -> int:
     from bench.harness import make_scope
 
     if args.floor is not None:
-        settings.SEARCH_MIN_RELEVANCE = args.floor
+        settings.MRAG_MIN_RELEVANCE = args.floor
     scope, kb = make_scope("crosslang", "crosslang")
     workdir = var / "crosslang-docs"
     workdir.mkdir(exist_ok=True)
     ingest_all(scope, kb, workdir)
-    report = {"floor": settings.SEARCH_MIN_RELEVANCE, "runs": []}
+    report = {"floor": settings.MRAG_MIN_RELEVANCE, "runs": []}
     for shift in (float(s) for s in args.shifts.split(",")):
         settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = shift
         for method in args.methods.split(","):

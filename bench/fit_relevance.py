@@ -1,4 +1,4 @@
-"""Fit the calibrated relevance (SEARCH_RELEVANCE_*) and choose the floor (SEARCH_MIN_RELEVANCE) on CMRC 2018.
+"""Fit the calibrated relevance (SEARCH_RELEVANCE_*) and choose the floor (MRAG_MIN_RELEVANCE) on CMRC 2018.
 
     python -m bench.cmrc --var-dir var-cmrc                 # ingest once, keep the data
     python -m bench.fit_relevance --var-dir var-cmrc        # fit, sweep the floor, print the settings
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     logging.disable(logging.WARNING)
     from django.conf import settings
 
-    settings.SEARCH_MIN_RELEVANCE = 0.0  # the floor would hide the samples under it
+    settings.MRAG_MIN_RELEVANCE = 0.0  # the floor would hide the samples under it
     methods = args.methods.split(",")
     if args.samples and Path(args.samples).exists():
         rows = json.loads(Path(args.samples).read_text())

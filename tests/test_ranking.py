@@ -104,11 +104,14 @@ def test_after_its_document_is_deleted_a_question_answers_weak_not_with_unrelate
     assert not before["query"]["weak"] and document_of(ranked(before)[0]) == war.filename
 
     delete(alice_scope, war, django_capture_on_commit_callbacks)
-    for method in ("hybrid", "vector"):
+    for method in ("hybrid", "agentic"):  # agentic answers as hybrid without an LLM
         after = find(alice_scope, RECEPTION, method, top_k=20)
         assert after["query"]["weak"], [(text(it)[:60], it["score"]) for it in ranked(after)]
         assert not ranked(after) and after["query"]["below_floor"] > 0
         assert "Nothing answers this well" in after["query"]["notes"][-1]
+    # The floor leaves a real match alone, even a one-word query over a small file.
+    kept = find(alice_scope, "Doylestown", top_k=20)
+    assert not kept["query"]["weak"] and document_of(ranked(kept)[0]) == "fake-text.txt"
 
 
 def test_a_chinese_question_finds_its_answer_in_an_english_document(world, alice_scope, tmp_path):

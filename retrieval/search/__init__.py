@@ -62,12 +62,15 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         method_used = "agentic" if not notes else "hybrid"
     else:
         response, method_used = getattr(run, req.method)(), req.method
-    floor = settings.SEARCH_MIN_RELEVANCE
+    # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
+    # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
+    # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
+    floor = settings.MRAG_MIN_RELEVANCE if req.method in ("hybrid", "agentic") else 0.0
     below = ranking.drop_below(response, floor)
     weak = not any(response.get(key) for key in ranking.LISTS)
     if weak and below["dropped"]:
         notes = [*notes, f"Nothing answers this well: the best of {below['dropped']} results has relevance "
-                         f"{below['best']:.3f}, under the floor {floor:g} (SEARCH_MIN_RELEVANCE)."]
+                         f"{below['best']:.3f}, under the floor {floor:g} (MRAG_MIN_RELEVANCE)."]
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
         for key in ("facts", "episodes", "chunks"):
             response[key] = rerank_items(req.query, response.get(key, []))
