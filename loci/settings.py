@@ -332,7 +332,7 @@ SEARCH_RELEVANCE = {
 MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=1.0)
 # Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
 # across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
-SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.12, minimum=0.0, maximum=0.5)
+SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
 
 LOGGING = {
     "version": 1,

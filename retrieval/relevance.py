@@ -23,9 +23,11 @@ from django.conf import settings
 # Han, kana and hangul: the scripts BM25 over jieba tokens cannot match against Latin words.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _LETTER = re.compile(r"[^\W\d_]")
-# A text is CJK when at least this share of its letters is: a Chinese sentence quoting an English
-# name ("伊万·罗伯茨（Iwan Roberts）出生于…") stays Chinese; an English one with one 中 stays English.
-CJK_SHARE = 0.3
+# A text is CJK when at least this share of its letters is, Latin when at most 1 − it is, else mixed:
+# a Chinese line that names people in English ("第二个种是P. tuckeri，由Frank Paiva与William M. Tucker
+# 发现", CMRC has a few) is mixed — BM25 matches it from either language, so it is not shifted (with a
+# 0.3 cut such lines counted as Latin and were raised for every Chinese question).
+CJK_SHARE = 0.8
 PROBE_CHARS = 400  # the language of a text is read from its start; a long chunk does not change script
 
 
@@ -37,8 +39,9 @@ def cjk_share(text: str) -> float:
 
 
 def script(text: str) -> str:
-    """'cjk' or 'latin' (any alphabet), the distinction that decides whether BM25 can match."""
-    return "cjk" if cjk_share(text) >= CJK_SHARE else "latin"
+    """'cjk', 'latin' (any alphabet) or 'mixed': whether BM25 over one can match words of the other."""
+    share = cjk_share(text)
+    return "cjk" if share >= CJK_SHARE else "latin" if share <= 1 - CJK_SHARE else "mixed"
 
 
 def logit(p: float) -> float:
@@ -62,5 +65,8 @@ def calibrated(signal: str, value: float) -> float:
 
 
 def cosine_shift(query_script: str, text: str) -> float:
-    """What is added to an item's cosine: the cross-language shift when its script is not the query's."""
-    return settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT if script(text) != query_script else 0.0
+    """What is added to an item's cosine: the cross-language shift when one of the query and the item
+    is CJK and the other Latin (a mixed text is neither)."""
+    if {query_script, script(text)} == {"cjk", "latin"}:
+        return settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT
+    return 0.0
