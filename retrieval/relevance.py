@@ -65,8 +65,15 @@ def calibrated(signal: str, value: float) -> float:
 
 
 def cosine_shift(query_script: str, text: str) -> float:
-    """What is added to an item's cosine: the cross-language shift when one of the query and the item
-    is CJK and the other Latin (a mixed text is neither)."""
-    if {query_script, script(text)} == {"cjk", "latin"}:
-        return settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT
-    return 0.0
+    """What is added to an item's cosine: the cross-language shift when BM25 cannot match it.
+
+    For a CJK query, an item with no CJK letter at all; for a Latin query, a CJK item. A Chinese
+    line quoting English names ("[MIT OpenCourseWare] 这个计划由William and Flora Hewlett Foundation…")
+    is not raised for a Chinese question: its Chinese words match, and raised it led CMRC's vector
+    results (R@1 0.985 → 0.929 when every item under a 0.2 CJK share counted as Latin)."""
+    share = cjk_share(text)
+    if query_script == "cjk":
+        crossed = share == 0.0 and _LETTER.search(text[:PROBE_CHARS]) is not None
+    else:
+        crossed = query_script == "latin" and share >= CJK_SHARE
+    return settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT if crossed else 0.0

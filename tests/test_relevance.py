@@ -18,6 +18,9 @@ def test_only_a_cjk_latin_pair_is_shifted(settings):
     assert cosine_shift("latin", "罗伯茨出生于威尔士班戈。") == 0.08
     assert cosine_shift("cjk", "罗伯茨出生于威尔士班戈。") == 0.0
     assert cosine_shift("cjk", "第二个种是P. tuckeri，由Frank Paiva与William M. Tucker发现。") == 0.0
+    assert cosine_shift("cjk", "[MIT OpenCourseWare] 这个计划由William and Flora Hewlett Foundation、Andrew W. "
+                               "Mellon Foundation资助。") == 0.0  # Latin by share, but its Chinese words match
+    assert cosine_shift("cjk", "1937 — 42") == 0.0
 
 
 def test_calibrated_relevance_is_a_probability_monotone_in_its_signal():
