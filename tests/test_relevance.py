@@ -9,7 +9,8 @@ def test_scripts_are_told_apart_by_their_share_of_cjk_letters():
     assert script("伊万·罗伯茨（Iwan Roberts）出生于班戈。") == "mixed"  # BM25 matches its English name
     assert script("Where was Iwan Roberts born?") == "latin"
     assert script("第二个种是P. tuckeri，是在1937年由Frank Paiva与William M. Tucker发现。") == "mixed"
-    assert script("1937 — 42") == "latin"  # no letters at all: nothing for a CJK query's words to match
+    assert script("MIT OpenCourseWare指什么？") == "mixed"  # a query in two scripts is across neither
+    assert script("1937 — 42") == "mixed"  # no letters at all
 
 
 def test_only_a_cjk_latin_pair_is_shifted(settings):
