@@ -106,8 +106,10 @@ def report_calibration(x, y, w, b) -> dict:
     p = 1 / (1 + np.exp(-(w * x + b)))
     loss = float(-(y * np.log(p + 1e-12) + (1 - y) * np.log(1 - p + 1e-12)).mean())
     bins = np.minimum((p * 10).astype(int), 9)
-    ece = sum(abs(p[bins == k].mean() - y[bins == k].mean()) * (bins == k).sum() for k in range(10) if (bins == k).any())
-    return {"n": int(len(y)), "positives": int(y.sum()), "log_loss": round(loss, 4), "ECE": round(float(ece / len(y)), 4)}
+    ece = sum(abs(p[bins == k].mean() - y[bins == k].mean()) * (bins == k).sum()
+              for k in range(10) if (bins == k).any())
+    return {"n": int(len(y)), "positives": int(y.sum()), "log_loss": round(loss, 4),
+            "ECE": round(float(ece / len(y)), 4)}
 
 
 def replay(rows, method: str, maps: dict, floor: float, with_chunks: bool) -> dict:

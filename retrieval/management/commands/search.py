@@ -44,14 +44,16 @@ class Command(BaseCommand):
             self.stdout.write(f"  note: {note}")
         for item in merged(response):  # one order over facts, episodes and chunks: the API's `rank`
             if "atomic_fact" in item:
-                self.stdout.write(f"  #{item['rank']:<3} fact    {item['score']:.3f}  {item['atomic_fact']}  {_where(item)}")
+                self.stdout.write(f"  #{item['rank']:<3} fact    {item['score']:.3f}  {item['atomic_fact']}  "
+                                  f"{_where(item)}")
             elif "summary" in item:
                 self.stdout.write(f"  #{item['rank']:<3} episode {item['score']:.3f}  [{item['topic_name']}] "
                                   f"{item['summary'][:160]}")
                 for fact in item["atomic_facts"]:
                     self.stdout.write(f"           fact {fact['score']:.3f}  {fact['atomic_fact']}")
             else:
-                self.stdout.write(f"  #{item['rank']:<3} chunk   {item['score']:.3f}  {item['text'][:160]}  {_where(item)}")
+                self.stdout.write(f"  #{item['rank']:<3} chunk   {item['score']:.3f}  {item['text'][:160]}  "
+                                  f"{_where(item)}")
         if q["weak"]:
             self.stdout.write("  Nothing answers this well.")
 
