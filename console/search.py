@@ -9,6 +9,7 @@ from memory.models import Document
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
+from retrieval.search.ranking import merged
 
 log = logging.getLogger(__name__)
 
@@ -90,20 +91,23 @@ def _document_choices(scope, kb_slug: str):
 
 
 def _decorate(response: dict, terms: list[str]) -> dict:
-    """Add what the template shows: highlighted HTML, source links and labels, ordered stage scores."""
+    """Add what the template shows: highlighted HTML, source links and labels, ordered stage scores,
+    and `ranked`, facts, episodes and chunks in one list in the API's `rank` order, each with its kind."""
     for episode in response.get("episodes", []):
-        _item(episode, episode.get("summary", ""), terms)
+        _item(episode, episode.get("summary", ""), terms, "episode")
         for fact in episode.get("atomic_facts", []):
-            _item(fact, fact.get("atomic_fact", ""), terms)
+            _item(fact, fact.get("atomic_fact", ""), terms, "fact")
     for fact in response.get("facts", []):
-        _item(fact, fact.get("atomic_fact", ""), terms)
+        _item(fact, fact.get("atomic_fact", ""), terms, "fact")
     for chunk in response.get("chunks", []):
-        _item(chunk, chunk.get("text", ""), terms)
-    response["count"] = sum(len(response.get(k, [])) for k in ("episodes", "facts", "chunks"))
+        _item(chunk, chunk.get("text", ""), terms, "chunk")
+    response["ranked"] = sorted(merged(response), key=lambda it: it["rank"])
+    response["count"] = len(response["ranked"])
     return response
 
 
-def _item(item: dict, text: str, terms: list[str]) -> None:
+def _item(item: dict, text: str, terms: list[str], kind: str) -> None:
+    item["kind"] = kind
     item["html"] = highlight(text, terms)
     scores = item.get("scores") or {}
     item["why"] = [(name, scores[name], help_text) for name, help_text in STAGES if name in scores]

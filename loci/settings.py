@@ -389,6 +389,24 @@ MRAG_ENTITY_WEIGHT = env_float("MRAG_ENTITY_WEIGHT", 0.1, minimum=0.0, maximum=1
 MRAG_ENTITY_EPISODES = env_int("MRAG_ENTITY_EPISODES", 10, minimum=0, maximum=1000)
 ENTITY_MAX_SHARE = env_float("ENTITY_MAX_SHARE", 0.05, minimum=0.0, maximum=1.0)
 VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
+# One calibrated relevance for every item of every method (retrieval/relevance.py): P(holds the answer)
+# = sigmoid(W·x + B), x the logit of hybrid's score ("mrag": facts and episodes; "chunk") or the raw
+# BM25 / cosine of keyword / vector. Fitted by `python -m bench.fit_relevance` on CMRC (bench/RESULTS.md,
+# "One relevance"); refit with the fusion weights or after changing the embedder.
+SEARCH_RELEVANCE = {
+    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 0.5348), env_float("SEARCH_RELEVANCE_MRAG_B", -2.3607)),
+    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 0.7968), env_float("SEARCH_RELEVANCE_CHUNK_B", -1.27)),
+    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.0781), env_float("SEARCH_RELEVANCE_BM25_B", -2.9557)),
+    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 43.32), env_float("SEARCH_RELEVANCE_COSINE_B", -40.64)),
+}
+# Hybrid (and agentic) items under this relevance are left out; when none is left the response says
+# `query.weak`. CMRC and LoCoMo lose nothing up to 0.035, but a one-word query over a few small
+# files ("Doylestown" over fake-text.txt: 0.014) scores lower than CMRC's questions: 0.01 keeps those
+# and still drops an unrelated file's best match (0.008) (bench/RESULTS.md, "One relevance").
+MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=1.0)
+# Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
+# across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
+SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

@@ -37,6 +37,21 @@ def load_chunks(scope, ids: list[str]) -> dict[str, Chunk]:
     return {chunk_key(c.pk): c for c in rows}
 
 
+def texts(ids: list[str], chars: int = 400) -> dict[str, str]:
+    """The first `chars` characters of each item's text by index key (memories and chunks), to tell
+    its language; the items come from a permission-filtered index call, so no scope is re-checked."""
+    from django.db.models.functions import Substr
+
+    out = {}
+    memory_pks = [i.split(":", 1)[1] for i in ids if i.startswith("memory:")]
+    chunk_pks = [int(i.split(":", 1)[1]) for i in ids if i.startswith("chunk:")]
+    for pk, text in Memory.objects.filter(pk__in=memory_pks).values_list("pk", Substr("text", 1, chars)):
+        out[memory_key(pk)] = text
+    for pk, text in Chunk.objects.filter(pk__in=chunk_pks).values_list("pk", Substr("text", 1, chars)):
+        out[chunk_key(pk)] = text
+    return out
+
+
 def memory_sources(memory: Memory) -> list[dict]:
     chunks = sorted(memory.source_chunks.all(), key=lambda c: (c.level != "child", c.ordinal))
     sources = [_chunk_source(c) for c in chunks if c.level == Chunk.Level.CHILD]

@@ -76,5 +76,8 @@ HYBRID_RESPONSE = {
         "llm": False,
         "notes": [],
         "took_ms": 46.4,
+        "weak": False,
+        "min_relevance": 0.01,
+        "below_floor": 0,
     },
 }

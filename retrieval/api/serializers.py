@@ -83,7 +83,9 @@ _SCORES_HELP = ("per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, 
 
 
 class _ItemSerializer(serializers.Serializer):
-    score = serializers.FloatField()
+    score = serializers.FloatField(help_text="calibrated relevance (0-1), comparable across kinds and methods")
+    rank = serializers.IntegerField(required=False, min_value=1, help_text=(
+        "1-based place in the one order across facts, episodes and chunks (absent on nested facts)"))
     kb = serializers.SlugField()
     sources = SourceSerializer(many=True)
     scores = serializers.DictField(child=serializers.JSONField(), help_text=_SCORES_HELP)
@@ -160,6 +162,9 @@ class QueryEchoSerializer(serializers.Serializer):
     llm = serializers.BooleanField(help_text="whether an LLM is configured")
     notes = serializers.ListField(child=serializers.CharField())
     took_ms = serializers.FloatField()
+    weak = serializers.BooleanField(help_text="true when no item reaches min_relevance: nothing answers well")
+    min_relevance = serializers.FloatField(help_text="the floor below which items are left out (MRAG_MIN_RELEVANCE)")
+    below_floor = serializers.IntegerField(help_text="how many items the floor left out")
 
 
 class SearchResponseSerializer(serializers.Serializer):

@@ -4,7 +4,8 @@ Where each part lives:
 - `engines`  — the engine calls: leaf tasks with deadlines, joined in the request thread;
 - `flat`     — the keyword and vector methods;
 - `hybrid`   — the five mRAG stages, each a function named for it;
-- `response` — hydrating ranked candidates into the response shape;
+- `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
+- `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
 - retrieval.agentic — agentic search, over `Run.hybrid`.
 """
 
@@ -19,7 +20,7 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid
+from retrieval.search import flat, hybrid, ranking
 from retrieval.search.engines import EngineError, Engines
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from tenants.access import Scope
@@ -64,6 +65,15 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         method_used = "agentic" if not notes else "hybrid"
     else:
         response, method_used = getattr(run, req.method)(), req.method
+    # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
+    # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
+    # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
+    floor = settings.MRAG_MIN_RELEVANCE if req.method in ("hybrid", "agentic") else 0.0
+    below = ranking.drop_below(response, floor)
+    weak = not any(response.get(key) for key in ranking.LISTS)
+    if weak and below["dropped"]:
+        notes = [*notes, f"Nothing answers this well: the best of {below['dropped']} results has relevance "
+                         f"{below['best']:.3f}, under the floor {floor:g} (MRAG_MIN_RELEVANCE)."]
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
         for key in ("facts", "episodes", "chunks"):
             response[key] = rerank_items(req.query, response.get(key, []))
@@ -72,6 +82,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
     add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+    ranking.assign_ranks(response)
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
         "text": req.query,
@@ -81,6 +92,9 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
         "llm": bool(settings.LLM_ENABLED),
         "notes": notes,
+        "weak": weak,
+        "min_relevance": floor,
+        "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
     }
     return response

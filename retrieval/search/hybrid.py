@@ -10,14 +10,17 @@
 Every engine call goes through `Engines`: started as a leaf, joined here, in the request thread.
 """
 
+import functools
 from dataclasses import dataclass, replace
 
 from django.conf import settings
 
 from entities.lookup import EntityRecall
+from retrieval import results
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.fusion import logistic_relevance, rrf
 from retrieval.mrag import Candidate, EpisodeExpander, MragParams
+from retrieval.relevance import cosine_shift, script
 from retrieval.request import SearchRequest
 from retrieval.search import response
 from retrieval.search.engines import Engines
@@ -28,30 +31,54 @@ ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, an
 Hits = tuple[list[Hit], list[Hit]]  # (dense, BM25)
 
 
+class CosineShifts:
+    """The cross-language cosine shift of each item (retrieval.relevance), its text read once.
+
+    Index hits carry no text, so the items' first characters are read from the database, one query
+    per batch of ids; with the shift set to 0 nothing is read."""
+
+    def __init__(self, query: str):
+        self.query_script = script(query)
+        self._known: dict[str, float] = {}
+
+    def __call__(self, ids) -> dict[str, float]:
+        if not settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT:
+            return {}
+        missing = [i for i in dict.fromkeys(ids) if i not in self._known]
+        if missing:
+            texts = results.texts(missing)
+            self._known.update({i: cosine_shift(self.query_script, texts.get(i, "")) for i in missing})
+        return {i: self._known[i] for i in ids if self._known.get(i)}
+
+
+NO_SHIFTS = lambda ids: {}  # noqa: E731 (callers that score one language: bench.fit_fusion)
+
+
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
     want_facts = "atomic_fact" in req.memory_types
     want_episodes = "episode" in req.memory_types or want_facts
     out = {"episodes": [], "facts": [], "chunks": []}
+    shifts = CosineShifts(req.query)
     recall = coarse_recall(req, base, engines, want_episodes=want_episodes, want_facts=want_facts)
     chunks = None
     if recall.chunks is not None:  # its missing cosines run beside the episode stages' calls
-        chunks = start_fuse(engines, replace(base, kinds=("chunk",)), req.limit, recall.chunks)
+        chunks = start_fuse(engines, replace(base, kinds=("chunk",)), req.limit, recall.chunks, shifts)
     if want_episodes:
         episode_flt = replace(base, kinds=("episode",))
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
                                                   entity_episodes(recall.entities))
-        episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes)
+        episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes, shifts)
         if recall.facts is not None:
-            episodes += episodes_of_facts(engines, base, episodes, *recall.facts)
+            episodes += episodes_of_facts(engines, base, episodes, *recall.facts, shifts=shifts)
         if recall.entities is not None:
-            pulled = pulled_in(fuse, engines, base, episodes, recall.entities)
+            pulled = pulled_in(functools.partial(fuse, shifts=shifts), engines, base, episodes, recall.entities)
             episodes = boosted(episodes + pulled, recall.entities.episodes)
         for e in episodes:
             e.kind = "episode"
         if want_facts:
-            score_facts = fact_scorer(engines, base, episodes, facts_of_recalled)
+            score_facts = fact_scorer(engines, base, episodes, facts_of_recalled, shifts)
             if recall.entities is not None:
                 score_facts = boosted_facts(score_facts, recall.entities)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
@@ -106,33 +133,40 @@ def best(order: dict[str, float], limit: int) -> list[str]:
     return sorted(order, key=order.get, reverse=True)[:limit]
 
 
-def start_fuse(engines: Engines, flt: IndexFilter, limit: int, hits: Hits | None = None):
+def start_fuse(engines: Engines, flt: IndexFilter, limit: int, hits: Hits | None = None, shifts=NO_SHIFTS):
     """Start what `fuse` needs from the engines; returns the function that finishes it."""
     dense, sparse = hits or engines.both(flt, limit)
     cos = {h.id: h.score for h in dense}
     missing = [h.id for h in sparse if h.id not in cos]
     # Exact cosines for BM25-only hits, in one filtered engine call.
     call = engines.start_dense(replace(flt, ids=tuple(missing)), len(missing), floor=-1.0) if missing else []
-    return lambda: _fused(dense, sparse, engines.result(call), limit)
+    return lambda: _fused(dense, sparse, engines.result(call), limit, shifts)
 
 
-def fuse(engines: Engines, flt: IndexFilter, limit: int, hits: Hits | None = None) -> list[Candidate]:
+def fuse(engines: Engines, flt: IndexFilter, limit: int, hits: Hits | None = None,
+         shifts=NO_SHIFTS) -> list[Candidate]:
     """Dense + BM25 (or `hits`, their result), RRF order, logistic-regression relevance as the score."""
-    return start_fuse(engines, flt, limit, hits)()
+    return start_fuse(engines, flt, limit, hits, shifts)()
 
 
-def _fused(dense: list[Hit], sparse: list[Hit], cosines_of_missing: list[Hit], limit: int) -> list[Candidate]:
+def _fused(dense: list[Hit], sparse: list[Hit], cosines_of_missing: list[Hit], limit: int,
+           shifts=NO_SHIFTS) -> list[Candidate]:
     cos = {h.id: h.score for h in dense}
     bm25 = {h.id: h.score for h in sparse}
     for h in cosines_of_missing:
         cos[h.id] = h.score
     order = rrf_order(dense, sparse)
     candidates = []
-    for item_id in best(order, limit):
+    chosen = best(order, limit)
+    shift = shifts(chosen)
+    for item_id in chosen:
         c, b = cos.get(item_id, 0.0), bm25.get(item_id, 0.0)
-        score = logistic_relevance(c, b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25, settings.MRAG_LR_BIAS)
-        candidates.append(Candidate(item_id, "", score, scores={"cosine": c, "bm25": b, "rrf": order[item_id],
-                                                                 "fused": score}))
+        score = logistic_relevance(c + shift.get(item_id, 0.0), b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25,
+                                   settings.MRAG_LR_BIAS)
+        scores = {"cosine": c, "bm25": b, "rrf": order[item_id], "fused": score}
+        if item_id in shift:
+            scores["cross_language"] = shift[item_id]
+        candidates.append(Candidate(item_id, "", score, scores=scores))
     if settings.MRAG_FUSION == "lr":
         candidates.sort(key=lambda x: x.score, reverse=True)
     return candidates
@@ -167,7 +201,7 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
 
 
 def episodes_of_facts(engines: Engines, base: IndexFilter, recalled: list[Candidate], dense: list[Hit],
-                      sparse: list[Hit]) -> list[Candidate]:
+                      sparse: list[Hit], shifts=NO_SHIFTS) -> list[Candidate]:
     """Episodes whose summary missed the question but one of whose facts (`dense`, `sparse` hits) matches it.
 
     A summary keeps a few central sentences; a question about a detail matches a fact, so the
@@ -177,7 +211,7 @@ def episodes_of_facts(engines: Engines, base: IndexFilter, recalled: list[Candid
                                  if h.extra.get("parent_id") and h.extra.get("parent_id") not in known))
     if not parents:
         return []
-    return fuse(engines, replace(base, kinds=("episode",), ids=tuple(parents)), len(parents))
+    return fuse(engines, replace(base, kinds=("episode",), ids=tuple(parents)), len(parents), shifts=shifts)
 
 
 # --- stages 2–4: expansion
@@ -194,7 +228,8 @@ def expand(expander: EpisodeExpander, episodes: list[Candidate], *, keep_episode
     return ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
 
 
-def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None):
+def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,
+                shifts=NO_SHIFTS):
     """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
     in one dense and one BM25 call (both filtered to those episodes), or taken from `hits` (their
     result, from `prefetch_recalled`), so each expansion round reads a table instead of querying
@@ -207,14 +242,17 @@ def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], 
         dense = engines.start_dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)  # a parent filter: exact
         hits = engines.result(dense), engines.result(sparse)
     dense, bm25 = hits[0], {h.id: h.score for h in hits[1]}
+    shift = shifts([h.id for h in dense if h.extra.get("parent_id")])
     table: dict[str, list[Candidate]] = {}
     for hit in dense:
         parent = hit.extra.get("parent_id")
         if not parent:
             continue
         b = bm25.get(hit.id, 0.0)
-        score = logistic_relevance(hit.score, b, settings.MRAG_FACT_W_COS, settings.MRAG_FACT_W_BM25,
-                                   settings.MRAG_FACT_BIAS)
-        table.setdefault(parent, []).append(
-            Candidate(hit.id, "atomic_fact", score, parent, {"cosine": hit.score, "bm25": b, "fused": score}))
+        score = logistic_relevance(hit.score + shift.get(hit.id, 0.0), b, settings.MRAG_FACT_W_COS,
+                                   settings.MRAG_FACT_W_BM25, settings.MRAG_FACT_BIAS)
+        scores = {"cosine": hit.score, "bm25": b, "fused": score}
+        if hit.id in shift:
+            scores["cross_language"] = shift[hit.id]
+        table.setdefault(parent, []).append(Candidate(hit.id, "atomic_fact", score, parent, scores))
     return lambda episode_ids: {e: table.get(e, []) for e in episode_ids}

@@ -1,9 +1,11 @@
 """The response shape of a search (shared/DESIGN.md): ranked candidates hydrated into items.
 
-Only what is shown is loaded from the database, in one query per kind.
+Only what is shown is loaded from the database, in one query per kind. Each item's `score` is its
+calibrated relevance (retrieval.relevance); the method's own scores stay in `scores`.
 """
 
 from retrieval import results
+from retrieval.relevance import calibrated
 
 NESTED_FACTS = 3  # an episode no fact displaced shows its best few facts as supporting detail
 
@@ -19,24 +21,25 @@ def mrag(scope, ranked, expander) -> dict:
         if memory is None:
             continue
         if c.kind == "atomic_fact":
-            facts.append(results.fact_item(memory, c.score, c.scores))
+            facts.append(results.fact_item(memory, calibrated("mrag", c.score), c.scores))
         else:
             scored = expander.expanded.get(c.id, []) if expander else []
-            nested = [results.fact_item(memories[f.id], f.score, f.scores) for f in scored[:NESTED_FACTS]
-                      if f.id in memories]
-            episodes.append(results.episode_item(memory, c.score, c.scores, nested))
+            nested = [results.fact_item(memories[f.id], calibrated("mrag", f.score), f.scores)
+                      for f in scored[:NESTED_FACTS] if f.id in memories]
+            episodes.append(results.episode_item(memory, calibrated("mrag", c.score), c.scores, nested))
     return {"episodes": episodes, "facts": facts}
 
 
 def chunks(scope, candidates, *, expand_context: bool) -> list[dict]:
     loaded = results.load_chunks(scope, [c.id for c in candidates])
-    return [results.chunk_item(loaded[c.id], c.score, c.scores, expand_context=expand_context)
+    return [results.chunk_item(loaded[c.id], calibrated("chunk", c.score), c.scores, expand_context=expand_context)
             for c in candidates if c.id in loaded]
 
 
 def flat(scope, scored: list[tuple[str, float, dict]], *, expand_context: bool) -> dict:
     """Non-mRAG methods: episode hits with their fact hits nested, chunk hits apart; facts stays empty.
 
+    `scored` is (id, relevance, scores), best first.
     A fact whose episode was not itself a hit is shown under that episode, marked `via_fact`.
     """
     memories = results.load_memories(scope, [i for i, _, _ in scored])

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
+from retrieval.search.ranking import merged
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -41,15 +42,20 @@ class Command(BaseCommand):
         self.stdout.write(f"{q['method']} (answered by {q['answered_by']}) in {q['took_ms']} ms")
         for note in q["notes"]:
             self.stdout.write(f"  note: {note}")
-        for fact in response["facts"]:
-            self.stdout.write(f"  fact    {fact['score']:.3f}  {fact['atomic_fact']}  {_where(fact)}")
-        for episode in response["episodes"]:
-            self.stdout.write(f"  episode {episode['score']:.3f}  [{episode['topic_name']}] {episode['summary'][:160]}")
-            for fact in episode["atomic_facts"]:
-                self.stdout.write(f"      fact {fact['score']:.3f}  {fact['atomic_fact']}")
-        for chunk in response.get("chunks", []):
-            self.stdout.write(f"  chunk   {chunk['score']:.3f}  {chunk['text'][:160]}  {_where(chunk)}")
-
+        for item in merged(response):  # one order over facts, episodes and chunks: the API's `rank`
+            if "atomic_fact" in item:
+                self.stdout.write(f"  #{item['rank']:<3} fact    {item['score']:.3f}  {item['atomic_fact']}  "
+                                  f"{_where(item)}")
+            elif "summary" in item:
+                self.stdout.write(f"  #{item['rank']:<3} episode {item['score']:.3f}  [{item['topic_name']}] "
+                                  f"{item['summary'][:160]}")
+                for fact in item["atomic_facts"]:
+                    self.stdout.write(f"           fact {fact['score']:.3f}  {fact['atomic_fact']}")
+            else:
+                self.stdout.write(f"  #{item['rank']:<3} chunk   {item['score']:.3f}  {item['text'][:160]}  "
+                                  f"{_where(item)}")
+        if q["weak"]:
+            self.stdout.write("  Nothing answers this well.")
 
 def _where(item):
     if not item["sources"]:

@@ -1,0 +1,29 @@
+"""One merged order over a response's facts, episodes and chunks, and the relevance floor.
+
+Every item's `score` is its calibrated relevance (retrieval.relevance), so the three lists can be
+ranked against each other: each top-level item gets `rank` (1 = best) across all three. The lists
+keep their shape (shared/DESIGN.md); facts nested under an episode are its supporting detail and
+are not ranked. Ties keep the lists' order (facts, episodes, chunks, each best first).
+"""
+
+LISTS = ("facts", "episodes", "chunks")
+
+
+def drop_below(response: dict, floor: float) -> dict:
+    """Leave out the items under `floor`; return how many there were and the best relevance seen."""
+    seen = [it["score"] for key in LISTS for it in response.get(key, [])]
+    for key in LISTS:
+        if key in response:
+            response[key] = [it for it in response[key] if it["score"] >= floor]
+    return {"dropped": sum(s < floor for s in seen), "best": max(seen, default=None)}
+
+
+def merged(response: dict) -> list[dict]:
+    """The response's top-level items, best first: the order `rank` numbers."""
+    items = [it for key in LISTS for it in response.get(key, [])]
+    return sorted(items, key=lambda it: it["score"], reverse=True)
+
+
+def assign_ranks(response: dict) -> None:
+    for rank, item in enumerate(merged(response), start=1):
+        item["rank"] = rank
