@@ -17,6 +17,12 @@ from ingest.extraction.dates import english_day, resolve_relative_dates
 from ingest.extraction.sentences import has_cjk, is_cjk_text, split_clauses, split_sentences, table_rows
 
 MAX_FACTS = 40  # an LLM extraction of one section yields 5-30 facts; more is noise for retrieval
+# An AI assistant's reply (a speaker named in the unit's context["assistant_speakers"]) keeps at most
+# this many statements, its most informative ones. A reply is ~1.8 KB of advice (LongMemEval-S: 89 %
+# of all sentence facts): as sentences it outnumbered the user's own statements, won the MAX_FACTS
+# cap against them (4 of 27 user evidence turns of the dev set lost every fact) and crowded the
+# search results, and embedding it was most of the ingestion CPU.
+ASSISTANT_FACTS_PER_TURN = 4
 SUMMARY_WORDS = 80
 SUMMARY_CHARS = 200  # Chinese: ~200 characters carry about what 80 English words do
 SUMMARY_SENTENCES = 4
@@ -57,6 +63,7 @@ class _Candidate:
     source_ids: list[str]
     position: int
     speaker: str = ""
+    turn: str = ""  # the message (chats) the sentence was said in
     occurred_at: datetime | None = None
     is_row: bool = False
     is_note: bool = False  # a chat client's note ("shares a photo of …"): a fact, never a topic word
@@ -99,7 +106,8 @@ class DeterministicExtractor:
         for c, score in zip(kept, salience.centrality([c.tokens for c in kept], boost=boost)):
             c.score = score
 
-        facts = _capped(kept, self.max_facts)
+        assistants = set(unit.context.get("assistant_speakers") or ()) if conversation else set()
+        facts = _capped_by_role(kept, self.max_facts, assistants) if assistants else _capped(kept, self.max_facts)
         # Keywords need real words (jieba for Chinese), and only where no section title names the topic.
         topic_words = []
         if conversation or not unit.topic_hint:
@@ -175,7 +183,7 @@ class DeterministicExtractor:
                 note = _NOTE.fullmatch(cleaned)
                 if note:  # "[shares a photo of …]": what the speaker shared is a statement of its own
                     out.append(_Candidate(f"{speaker} {note.group(1)}" if speaker else note.group(1), cleaned,
-                                          [passage.source_id], len(out), speaker=speaker,
+                                          [passage.source_id], len(out), speaker=speaker, turn=passage.source_id,
                                           occurred_at=passage.timestamp, answers=answers, is_note=True))
                     continue
                 for clause in split_clauses(cleaned):
@@ -196,6 +204,7 @@ class DeterministicExtractor:
                             list(dict.fromkeys(sources)),
                             len(out),
                             speaker=speaker,
+                            turn=passage.source_id,
                             occurred_at=_as_datetime(resolved, reference) or passage.timestamp,
                             answers=answers,
                         )
@@ -314,6 +323,37 @@ def _deduplicated(candidates: list[_Candidate]) -> list[_Candidate]:
     return list(by_key.values())
 
 
+def _capped_by_role(candidates: list[_Candidate], limit: int, assistants: set[str],
+                    per_turn: int | None = None) -> list[_Candidate]:
+    """The people's statements first, then at most `per_turn` of each assistant reply, within `limit`, in source order.
+
+    What a user says about themselves is the memory; an assistant's reply is context for it.
+    """
+    per_turn = ASSISTANT_FACTS_PER_TURN if per_turn is None else per_turn
+    information = _information(candidates)
+    people = [c for c in candidates if c.speaker not in assistants]
+    replies: dict[str, list[_Candidate]] = {}
+    for c in candidates:
+        if c.speaker in assistants:
+            replies.setdefault(c.turn, []).append(c)
+    chosen = sorted(people, key=information, reverse=True)[:limit]
+    kept_replies = [c for turn in replies.values() for c in sorted(turn, key=information, reverse=True)[:per_turn]]
+    chosen += sorted(kept_replies, key=information, reverse=True)[: max(0, limit - len(chosen))]
+    return sorted(chosen, key=lambda c: c.position)
+
+
+def _information(candidates: list[_Candidate]):
+    df = Counter(t for c in candidates for t in set(c.tokens))
+    scale = math.log(len(candidates) + 1)
+
+    def information(c: _Candidate) -> float:
+        unique = set(c.tokens)
+        novelty = sum(math.log((len(candidates) + 1) / df[t]) for t in unique) / (len(unique) * scale) if unique else 0
+        return len(unique) ** 0.5 * (0.5 + novelty)
+
+    return information
+
+
 def _capped(candidates: list[_Candidate], limit: int) -> list[_Candidate]:
     """The `limit` most informative candidates, in source order.
 
@@ -323,15 +363,7 @@ def _capped(candidates: list[_Candidate], limit: int) -> list[_Candidate]:
     """
     if len(candidates) <= limit:
         return candidates
-    df = Counter(t for c in candidates for t in set(c.tokens))
-    scale = math.log(len(candidates) + 1)
-
-    def information(c: _Candidate) -> float:
-        unique = set(c.tokens)
-        novelty = sum(math.log((len(candidates) + 1) / df[t]) for t in unique) / (len(unique) * scale) if unique else 0
-        return len(unique) ** 0.5 * (0.5 + novelty)
-
-    ranked = sorted(candidates, key=information, reverse=True)
+    ranked = sorted(candidates, key=_information(candidates), reverse=True)
     return sorted(ranked[:limit], key=lambda c: c.position)
 
 
