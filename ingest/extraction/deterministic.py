@@ -20,7 +20,7 @@ MAX_FACTS = 40  # an LLM extraction of one section yields 5-30 facts; more is no
 # An AI assistant's reply (a speaker named in the unit's context["assistant_speakers"]) keeps at most
 # this many statements, its most informative ones. A reply is ~1.8 KB of advice (LongMemEval-S: 89 %
 # of all sentence facts): as sentences it outnumbered the user's own statements, won the MAX_FACTS
-# cap against them (4 of 27 user evidence turns of the dev set lost every fact) and crowded the
+# cap against them (5 of the 30 evidence turns of the dev set lost every fact) and crowded the
 # search results, and embedding it was most of the ingestion CPU.
 ASSISTANT_FACTS_PER_TURN = 4
 SUMMARY_WORDS = 80
