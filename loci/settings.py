@@ -361,6 +361,9 @@ MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
 MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
 # EverOS uses 3; see bench/RESULTS.md, "Design notes moved from code comments", MRAG_FACTS_COMPETING.
 MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
+# At most this many facts said in one message among hybrid's results (0: no limit); the next-best
+# facts of other messages take the freed places. Off by default: see bench/RESULTS.md (LongMemEval).
+MRAG_FACTS_PER_MESSAGE = env_int("MRAG_FACTS_PER_MESSAGE", 0, minimum=0)
 MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
 MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
 MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})

@@ -308,3 +308,61 @@ def test_a_named_kb_and_a_kb_limited_key(world, committed):
     alice = api_client(world.alice_key)
     assert alice.get("/api/v1/memories", {"kb": "docs"}).json()["count"] == 0
     assert alice.get("/api/v1/memories", {"kb": "notes"}).json()["count"] == Memory.objects.count()
+
+
+def _assistant_reply(topic: str, n: int = 30) -> str:
+    """A long, informative AI-assistant reply: n distinct advice sentences about `topic`."""
+    things = ["budget", "schedule", "vendor", "venue", "permit", "insurance", "catering", "lighting", "parking",
+              "signage", "volunteers", "tickets", "sponsors", "raffle", "website", "newsletter"]
+    return " ".join(f"Step {i}: review the {topic} {things[i % 16]} plan with the {things[(i * 7 + 3) % 16]} "
+                    f"team in week {i + 2}, then confirm {i + 3} {things[(i * 5 + 1) % 16]} details by email."
+                    for i in range(n))
+
+
+ASSISTANT_CHAT = [
+    ("user", "Can you help me plan a fundraiser? By the way, I raised $250 at a charity walk last Sunday."),
+    ("assistant", _assistant_reply("fundraiser")),
+    ("user", "What else should I think about for the gala?"),
+    ("assistant", _assistant_reply("gala")),
+    ("user", "And for the bake sale?"),
+    ("assistant", _assistant_reply("bake sale")),
+    ("user", "Any ideas for the auction?"),
+    ("assistant", _assistant_reply("auction")),
+    ("user", "And the concert?"),
+    ("assistant", _assistant_reply("concert")),
+]
+
+
+def test_a_users_own_statement_is_kept_among_long_assistant_replies(alice, committed):
+    body = {"user_id": "u1", "session_id": "s1",
+            "messages": [{**m, "role": m["sender_id"]} for m in messages(ASSISTANT_CHAT, prefix="a")]}
+    assert committed(post, alice, body).status_code == 200
+    assert committed(post, alice, {"user_id": "u1", "session_id": "s1"}, "/api/v1/memories/flush").status_code == 200
+
+    facts = list(Memory.objects.filter(kind="atomic_fact"))
+    said = [f for f in facts if f.source_message_ids[0] == "a1"]
+    assert any("$250" in f.text and "charity walk" in f.text for f in said), [f.text for f in said]
+    for reply in ("a2", "a4", "a6", "a8", "a10"):  # 30 sentences each, of which only the most informative few stay
+        assert 1 <= sum(f.source_message_ids[0] == reply for f in facts) <= 4
+    hits = search(alice, "How much money did I raise at the charity walk?", method="hybrid", top_k=3)["facts"]
+    assert "a1" in {s["message_id"] for f in hits for s in f["sources"]}
+
+
+def test_hybrid_can_spread_its_results_over_messages(alice, committed, settings):
+    for i in range(0, len(ASSISTANT_CHAT), 2):  # one session (so one episode) per question and reply
+        session = f"s{i}"
+        chat = [{**m, "role": m["sender_id"]} for m in messages(ASSISTANT_CHAT[i:i + 2], prefix=f"a{i}-")]
+        assert committed(post, alice, {"user_id": "u1", "session_id": session, "messages": chat}).status_code == 200
+        assert committed(post, alice, {"user_id": "u1", "session_id": session}, "/api/v1/memories/flush"
+                         ).status_code == 200
+
+    def said_in(query):
+        facts = search(alice, query, method="hybrid", top_k=5)["facts"]
+        return [[s["message_id"] for s in f["sources"]][0] for f in facts]
+
+    query = "Which team reviews the gala budget plan?"
+    crowded = said_in(query)
+    settings.MRAG_FACTS_PER_MESSAGE = 1
+    spread = said_in(query)
+    assert max(crowded.count(m) for m in crowded) > 1  # one reply's facts fill the list by default
+    assert len(spread) == len(crowded) and len(set(spread)) == len(spread)

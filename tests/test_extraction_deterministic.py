@@ -347,3 +347,44 @@ def test_a_quote_mark_closing_a_chinese_quotation_is_kept_and_a_stray_one_droppe
     en = '"The bridge opened in 1932 after six years of work. It carried trams until 1958." said the guide.'
     facts = [f.text for f in DeterministicExtractor().extract(ExtractionUnit("Bridge", [Passage("p", en)])).facts]
     assert any(f.startswith("The bridge opened in 1932") for f in facts), facts  # the stray opening mark is gone
+
+
+def test_topic_boundaries_embed_only_the_opening_words_of_a_long_turn():
+    from datetime import timedelta
+
+    from ingest.conversation.boundaries import TOPIC_WORDS, DeterministicBoundaryDetector
+    from ingest.conversation.segmentation import Turn
+
+    seen = []
+
+    def embed(texts):
+        seen.extend(texts)
+        return [[1.0, 0.0]] * len(texts)
+
+    start = datetime(2023, 5, 1, 10, 0)
+    long_reply = " ".join(f"word{i}" for i in range(400))
+    turns = [Turn(f"m{i}", "assistant" if i % 2 else "user", long_reply if i % 2 else "A short question about tea?",
+                  start + timedelta(seconds=30 * i), "s1") for i in range(8)]
+
+    DeterministicBoundaryDetector(embed).detect(turns)
+
+    assert len(seen) == 8 and max(len(t.split()) for t in seen) == TOPIC_WORDS
+    assert seen[0] == "user: A short question about tea?"
+
+
+def test_a_users_statement_is_not_crowded_out_by_long_assistant_replies():
+    # LongMemEval-S dev question 8ebdbe50: the evidence turn (index 2 of its session) lost every
+    # fact to the MAX_FACTS cap, won by the long assistant replies' sentences.
+    data = json.loads((SHARED_DATA / "longmemeval_s_dev" / "48_8ebdbe50.json").read_text())
+    at = data["haystack_session_ids"].index("answer_8ad8a34f")
+    turns = data["haystack_sessions"][at][:12]
+    when = datetime(2023, 5, 20, 10, 0)
+    unit = ExtractionUnit("", [Passage(f"t{i}", t["content"], t["role"], when) for i, t in enumerate(turns)],
+                          language="en", reference_time=when,
+                          context={"participants": ["user", "assistant"], "assistant_speakers": ["assistant"]})
+
+    facts = DeterministicExtractor().extract(unit).facts
+
+    assert any("Data Science" in f.text for f in facts if f.source_ids[0] == "t2")
+    replies = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
+    assert all(sum(f.source_ids[0] == f"t{i}" for f in facts) <= 4 for i in replies)

@@ -159,7 +159,9 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
         passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp) for m in messages],
         language=kb.language,
         reference_time=first.timestamp,
-        context={"participants": participants, "session_id": session_id},
+        # An AI assistant's replies are extracted sparingly (deterministic.ASSISTANT_FACTS_PER_TURN).
+        context={"participants": participants, "session_id": session_id,
+                 "assistant_speakers": sorted({speaker(m) for m in messages if m.role.lower() == "assistant"})},
     )
     engine = extractor()
     extracted = engine.extract(unit)

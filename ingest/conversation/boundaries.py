@@ -38,6 +38,12 @@ MIN_SEGMENT_MESSAGES = 3
 # more of it, up to a point
 # (see bench/RESULTS.md, "Design notes moved from code comments", MAX_SEGMENT_MESSAGES).
 MAX_SEGMENT_MESSAGES = 12
+# Words of a turn the topic comparison embeds. A topic is named in a turn's opening words; the rest
+# of a 300-word assistant reply only made its embedding cost ~4x a 100-word one (e5 is linear in
+# tokens), and on LongMemEval-S those embeddings were ~2/3 of ingestion CPU (bench/RESULTS.md).
+# No LoCoMo turn is longer (its longest: 101 words, photo caption included), so chats of people
+# are cut exactly as before; 64 words changed one LoCoMo session's MemCells.
+TOPIC_WORDS = 112
 
 # EverCore allows five attempts at a usable boundary reply.
 LLM_ATTEMPTS = 5
@@ -97,7 +103,7 @@ class DeterministicBoundaryDetector:
         blocks = list(zip([0, *hard], [*hard, len(turns)]))
         starts = set(hard)
         if any(b - a > self.min_segment for a, b in blocks):  # only then can a topic boundary exist
-            vectors = self.embed([t.line for t in turns])
+            vectors = self.embed([topic_line(t) for t in turns])
             answered = {i for i in range(1, len(turns)) if turns[i].sender != turns[i - 1].sender
                         and asks_something(split_sentences(turns[i - 1].text))}
             for a, b in blocks:
@@ -148,6 +154,12 @@ class DeterministicBoundaryDetector:
             chosen.add(cut)
             queue += [(lo, cut), (cut, hi)]
         return chosen
+
+
+def topic_line(turn: Turn) -> str:
+    """The turn's line as the topic comparison embeds it: its first TOPIC_WORDS words."""
+    words = turn.line.split()
+    return turn.line if len(words) <= TOPIC_WORDS else " ".join(words[:TOPIC_WORDS])
 
 
 class LlmBoundaryDetector:

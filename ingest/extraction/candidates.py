@@ -38,6 +38,7 @@ class Candidate:
     source_ids: list[str]
     position: int
     speaker: str = ""
+    turn: str = ""  # chats: the message the sentence was said in
     occurred_at: datetime | None = None
     is_row: bool = False
     is_note: bool = False  # a chat client's note ("shares a photo of …"): a fact, never a topic word
@@ -98,15 +99,9 @@ def deduplicated(candidates: list[Candidate]) -> list[Candidate]:
     return list(by_key.values())
 
 
-def capped(candidates: list[Candidate], limit: int) -> list[Candidate]:
-    """The `limit` most informative candidates, in source order.
-
-    Informative means many distinct words that the rest of the unit does not repeat (inverse
-    document frequency inside the unit), so forty near-identical log lines do not push out the one
-    sentence that says something else.
-    """
-    if len(candidates) <= limit:
-        return candidates
+def information_of(candidates: list[Candidate]):
+    """How informative each candidate is among these: many distinct words the rest does not repeat
+    (inverse document frequency inside the unit)."""
     df = Counter(t for c in candidates for t in set(c.tokens))
     scale = math.log(len(candidates) + 1)
 
@@ -117,8 +112,37 @@ def capped(candidates: list[Candidate], limit: int) -> list[Candidate]:
         novelty = sum(math.log((len(candidates) + 1) / df[t]) for t in unique) / (len(unique) * scale) if unique else 0
         return len(unique) ** 0.5 * (0.5 + novelty)
 
-    ranked = sorted(candidates, key=information, reverse=True)
+    return information
+
+
+def capped(candidates: list[Candidate], limit: int) -> list[Candidate]:
+    """The `limit` most informative candidates, in source order.
+
+    Informative means many distinct words that the rest of the unit does not repeat (inverse
+    document frequency inside the unit), so forty near-identical log lines do not push out the one
+    sentence that says something else.
+    """
+    if len(candidates) <= limit:
+        return candidates
+    ranked = sorted(candidates, key=information_of(candidates), reverse=True)
     return sorted(ranked[:limit], key=lambda c: c.position)
+
+
+def capped_by_role(candidates: list[Candidate], limit: int, assistants: set[str], per_turn: int) -> list[Candidate]:
+    """The people's statements first, then at most `per_turn` of each assistant reply, within `limit`, in source order.
+
+    What a user says about themselves is the memory; an assistant's reply is context for it.
+    """
+    information = information_of(candidates)
+    people = [c for c in candidates if c.speaker not in assistants]
+    replies: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        if c.speaker in assistants:
+            replies.setdefault(c.turn, []).append(c)
+    chosen = sorted(people, key=information, reverse=True)[:limit]
+    kept_replies = [c for turn in replies.values() for c in sorted(turn, key=information, reverse=True)[:per_turn]]
+    chosen += sorted(kept_replies, key=information, reverse=True)[: max(0, limit - len(chosen))]
+    return sorted(chosen, key=lambda c: c.position)
 
 
 def as_datetime(resolved, reference: datetime | None) -> datetime | None:

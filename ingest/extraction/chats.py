@@ -50,7 +50,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
             note = _NOTE.fullmatch(cleaned)
             if note:  # "[shares a photo of …]": what the speaker shared is a statement of its own
                 out.append(Candidate(f"{speaker} {note.group(1)}" if speaker else note.group(1), cleaned,
-                                     [passage.source_id], len(out), speaker=speaker,
+                                     [passage.source_id], len(out), speaker=speaker, turn=passage.source_id,
                                      occurred_at=passage.timestamp, answers=answers, is_note=True))
                 continue
             for clause in split_clauses(cleaned):
@@ -71,6 +71,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
                         list(dict.fromkeys(sources)),
                         len(out),
                         speaker=speaker,
+                        turn=passage.source_id,
                         occurred_at=as_datetime(resolved, reference) or passage.timestamp,
                         answers=answers,
                     )

@@ -83,6 +83,8 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
                 score_facts = boosted_facts(score_facts, recall.entities)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
+            if settings.MRAG_FACTS_PER_MESSAGE:
+                ranked = spread_over_messages(scope, ranked, expander, settings.MRAG_FACTS_PER_MESSAGE)
         else:
             expander, ranked = None, episodes[: req.limit]
         out.update(response.mrag(scope, ranked, expander))
@@ -226,6 +228,33 @@ def _mrag_params(req: SearchRequest) -> MragParams:
 def expand(expander: EpisodeExpander, episodes: list[Candidate], *, keep_episodes: bool) -> list[Candidate]:
     ranked = expander.run(episodes)
     return ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
+
+
+def spread_over_messages(scope, ranked: list[Candidate], expander: EpisodeExpander, per_message: int
+                         ) -> list[Candidate]:
+    """The same number of results, with at most `per_message` facts said in any one message.
+
+    A long reply yields many similar facts that score alike and, together, fill the list with one
+    message; the best facts of other messages the expansion scored (its `expanded` table) take
+    their places, in score order. Only when none is left do the surplus facts come back.
+    """
+    pool = {c.id: c for c in ranked}
+    for finals in expander.expanded.values():
+        for fact in finals:
+            pool.setdefault(fact.id, fact)
+    memories = results.load_memories(scope, [c.id for c in pool.values() if c.kind == "atomic_fact"])
+    taken: dict[str, int] = {}
+    chosen, surplus = [], []
+    for c in sorted(pool.values(), key=lambda c: c.score, reverse=True):
+        memory = memories.get(c.id)
+        said_in = memory.source_message_ids[0] if memory is not None and memory.source_message_ids else None
+        if said_in is not None and taken.get(said_in, 0) >= per_message:
+            surplus.append(c)
+            continue
+        if said_in is not None:
+            taken[said_in] = taken.get(said_in, 0) + 1
+        chosen.append(c)
+    return (chosen + surplus)[: len(ranked)]
 
 
 def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,
