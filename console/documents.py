@@ -249,6 +249,26 @@ def document_original(request, pk):
 
 
 @login_required
+def document_view(request, pk):
+    """The original at the cited place: a PDF at its page with the passage highlighted (pdf.js);
+    other types open their parsed structure at the chunk, which already carries sheet, slide or cue."""
+    scope = console_scope(request)
+    document = _scoped_document(scope, pk)
+    chunk = None
+    if request.GET.get("chunk", "").isdigit():
+        chunk = document.chunks.filter(pk=int(request.GET["chunk"])).first()
+    if document.detected_type not in ("pdf", "pdf-ocr"):
+        target = f"?chunk={chunk.pk}#chunk-{chunk.pk}" if chunk else ""
+        return redirect(f"/documents/{document.pk}/{target}")
+    page = request.GET.get("page", "")
+    page = int(page) if page.isdigit() and int(page) > 0 else (chunk.page if chunk and chunk.page else 1)
+    return render_page(request, scope, "ingest/document_view.html", {
+        "section": "documents", "document": document, "page_number": page,
+        "passage": chunk.text if chunk else "", "where": location_label(chunk.location) if chunk else f"p. {page}",
+    })
+
+
+@login_required
 @require_POST
 def document_rerun(request, pk):
     scope = console_scope(request, write=True)

@@ -100,7 +100,21 @@ def _decorate(response: dict, terms: list[str]) -> dict:
     for chunk in response.get("chunks", []):
         _item(chunk, chunk.get("text", ""), terms)
     response["count"] = sum(len(response.get(k, [])) for k in ("episodes", "facts", "chunks"))
+    response["ranked"] = ranked(response)
     return response
+
+
+def ranked(response: dict) -> list[dict]:
+    """Episodes, facts and chunks as one list in the order the API ranks them, each with its kind.
+
+    Items carry `rank` when the search ranked across kinds itself; otherwise they are mixed by score
+    (the sort is stable, so equal scores keep the API's order within a kind).
+    """
+    items = [dict(item, kind=kind) for key, kind in (("episodes", "episode"), ("facts", "fact"), ("chunks", "chunk"))
+             for item in response.get(key, [])]
+    if items and all(isinstance(item.get("rank"), int) for item in items):
+        return sorted(items, key=lambda item: item["rank"])
+    return sorted(items, key=lambda item: -float(item.get("score") or 0.0))
 
 
 def _item(item: dict, text: str, terms: list[str]) -> None:
@@ -114,3 +128,6 @@ def _item(item: dict, text: str, terms: list[str]) -> None:
             source["url"] = f"/documents/{source['document_id']}/" + (
                 f"?chunk={chunk_id}#chunk-{chunk_id}" if chunk_id else "")
             source["where"] = location_label(source)
+            # The original at the cited place (a PDF at its page; other types at their chunk).
+            source["original_url"] = f"/documents/{source['document_id']}/view/" + (
+                f"?chunk={chunk_id}" if chunk_id else "")
