@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import documents, knowledge_bases, memories, search
+from console import documents, entities, knowledge_bases, memories, search
 from tenants.sign_in import SignInForm
 
 app_name = "console"
@@ -28,4 +28,7 @@ urlpatterns = [
     path("documents/<int:pk>/delete/", documents.document_delete, name="document-delete"),
     path("memories/", memories.memory_list, name="memory-list"),
     path("search/", search.search_page, name="search"),
+    path("entities/", entities.entity_list, name="entity-list"),
+    path("entities/<int:pk>/", entities.entity_detail, name="entity-detail"),
+    path("profiles/<str:user_id>/", entities.profile_detail, name="profile-detail"),
 ]
