@@ -1,6 +1,8 @@
 """The search playground: the same search() as the API, rendered with highlights, sources and per-stage scores."""
 
+import json
 import logging
+import shlex
 
 from django.contrib.auth.decorators import login_required
 
@@ -54,7 +56,9 @@ def search_page(request):
         return render_page(request, scope, "retrieval/search.html", context)
     status = 200
     try:
-        response = search(scope, parse_search_request(_request_body(form)))
+        body = _request_body(form)
+        context["curl"] = curl_command(request, scope, body)
+        response = search(scope, parse_search_request(body))
         context["results"] = _decorate(response, query_terms(form["q"]))
     except SearchError as exc:
         context["error"], status = str(exc), 400
@@ -64,6 +68,14 @@ def search_page(request):
         log.exception("console search failed")
         context["error"], context["unavailable"], status = f"{type(exc).__name__}: {exc}", True, 503
     return render_page(request, scope, "retrieval/search.html", context, status=status)
+
+
+def curl_command(request, scope, body: dict) -> str:
+    """The exact API request this search made, for a terminal: an API key replaces the console's session."""
+    payload = json.dumps(body, ensure_ascii=False)
+    return (f"curl -X POST {shlex.quote(request.build_absolute_uri('/api/v1/memories/search'))} "
+            f"-H 'Authorization: Bearer $LOCI_API_KEY' -H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(payload)}")
 
 
 def _request_body(form: dict) -> dict:

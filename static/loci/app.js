@@ -170,6 +170,14 @@
     });
   }
 
+  $$("[data-copy]").forEach((button) => {
+    button.addEventListener("click", async () => {
+      const source = $(button.dataset.copy);
+      try { await navigator.clipboard.writeText(source.textContent); button.textContent = "Copied"; }
+      catch (err) { window.getSelection().selectAllChildren(source); button.textContent = "Press Ctrl+C"; }
+    });
+  });
+
   const uploader = $("#uploader");
   if (uploader) setupUploader(uploader);
 
