@@ -319,3 +319,18 @@ def test_a_cited_pdf_opens_at_its_page_with_the_passage_highlighted(server, brow
     assert "trucks" in " ".join(alice.locator(".pdf-hit").all_inner_texts()).lower()
     assert external == [] and alice.js_errors == []
     shot(alice, "pdf-at-citation")
+
+
+def test_entity_pages_list_and_open_an_entity_named_by_the_memo(server, browser):
+    alice = sign_in(browser, server, "alice")
+    alice.goto("/entities/")
+    rows = alice.locator(".entity-row")
+    assert rows.count() > 0
+    shot(alice, "entities")
+    rows.first.locator("a").click()
+    alice.wait_for_url(re.compile(r"/entities/\d+/$"))
+    assert alice.locator("h1").inner_text().strip()
+    assert alice.locator(".entity-mention").count() > 0
+    assert alice.js_errors == []
+    charlie = sign_in(browser, server, "charlie")
+    assert charlie.goto(alice.url).status == 404
