@@ -13,7 +13,7 @@ PYPROJECT_HASH := $(shell sha256sum pyproject.toml 2>/dev/null | cut -c1-16)
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
-.PHONY: run test install install-test migrate demo
+.PHONY: run test install install-test migrate demo vendor-pdfjs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -46,3 +46,13 @@ run: demo
 
 test: install-test
 	$(PY) -m pytest
+
+# The console's PDF viewer: pdf.js's two built files, vendored into static/ (no CDN, and no npm at
+# install or test time). Run by hand to move to another version; commit the result.
+PDFJS_VERSION ?= 4.10.38
+vendor-pdfjs:
+	rm -rf .pdfjs-pack && mkdir .pdfjs-pack
+	cd .pdfjs-pack && npm pack pdfjs-dist@$(PDFJS_VERSION) && tar xzf pdfjs-dist-$(PDFJS_VERSION).tgz
+	cp .pdfjs-pack/package/build/pdf.min.mjs .pdfjs-pack/package/build/pdf.worker.min.mjs .pdfjs-pack/package/LICENSE static/vendor/pdfjs/
+	sed -i 's/^pdfjs-dist [0-9.]*/pdfjs-dist $(PDFJS_VERSION)/' static/vendor/pdfjs/README.md
+	rm -rf .pdfjs-pack

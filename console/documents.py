@@ -12,7 +12,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from console.shell import console_scope, current_kb, kb_filter, location_label, render_page
-from ingest.actions import rerun_document
+from django.utils import timezone
+
+from ingest.actions import CANCELLED_STAGE, cancel_document, rerun_document
 from memory.actions import delete_document
 from memory.models import Chunk, Document, Memory
 
@@ -20,24 +22,75 @@ DOCUMENTS_PER_PAGE = 25
 # Parents per page of a document's structure: long books stay fast; ?chunk=<id> finds the right page.
 PARENTS_PER_PAGE = 60
 MAX_STATUS_IDS = 200
+# Types a browser shows safely by itself; HTML and SVG are left out on purpose (they could run script).
+_PLAIN = "text/plain; charset=utf-8"
+INLINE_TYPES = {"pdf": "application/pdf", "pdf-ocr": "application/pdf", "txt": _PLAIN, "md": _PLAIN, "csv": _PLAIN,
+                "tsv": _PLAIN, "vtt": _PLAIN, "rst": _PLAIN, "org": _PLAIN}
 STAGES = ["queued", "parsing", "extracting", "indexing", "ready"]
 
 
-def status_payload(document: Document) -> dict:
+# The stage a document waits for when its last stage let go of its claim and the next has not taken it.
+NEXT_STAGE = {"queued": "parsing", "parsing": "extracting", "extracting": "indexing"}
+
+
+def phase(document: Document) -> str:
+    """queued (waiting for a worker, before any stage or between two), working, ready, failed or cancelled.
+
+    Between stages a document keeps the status of the stage it finished with no claim held: showing
+    that stage's name and bar there is what made waiting files look busy ("extracting 75 %").
+    """
+    if document.status == Document.Status.READY:
+        return "ready"
+    if document.status == Document.Status.FAILED:
+        return "cancelled" if document.stage == CANCELLED_STAGE else "failed"
+    if document.status == Document.Status.QUEUED or document.claim_token is None:
+        return "queued"
+    return "working"
+
+
+def _seconds(start, end) -> float | None:
+    return round(max(0.0, (end - start).total_seconds()), 1) if start and end else None
+
+
+def status_payload(document: Document, *, ahead: int | None = None) -> dict:
+    """What the uploader and document rows show; `ahead`: unfinished documents of the tenant uploaded before it."""
+    now = timezone.now()
+    current = phase(document)
     return {
         "id": document.pk,
         "filename": document.filename,
         "status": document.status,
+        "phase": current,
         "stage": document.stage,
+        "waiting_for": NEXT_STAGE.get(document.status, "") if current == "queued" else "",
+        "queue_ahead": ahead if current == "queued" else None,
         "progress": document.progress,
         "error": document.error,
         "retryable": document.retryable,
         "finished": document.is_finished,
+        "detected_type": document.detected_type,
+        "size": document.size,
         "chunk_count": document.chunk_count,
         "episode_count": document.episode_count,
         "fact_count": document.fact_count,
+        "started": document.started_at is not None,
+        # True durations: waiting before the first stage, then working until the end (or now).
+        "waited_seconds": _seconds(document.created_at, document.started_at or (None if document.is_finished else now)),
+        "took_seconds": _seconds(document.started_at, document.finished_at or (None if document.is_finished else now)),
         "url": f"/documents/{document.pk}/",
     }
+
+
+def queue_positions(scope, documents) -> dict[int, int]:
+    """For each unfinished document: how many unfinished documents of its tenant were uploaded before it."""
+    if not any(d.status in Document.ACTIVE_STATUSES for d in documents):
+        return {}
+    # Workers take stages in upload order across the tenant's knowledge bases, so every earlier
+    # unfinished document (waiting or running) is ahead, including those of KBs this user cannot read;
+    # only their number is shown.
+    line = list(Document.objects.filter(kb__tenant=scope.tenant, status__in=Document.ACTIVE_STATUSES)
+                .order_by("created_at", "id").values_list("id", flat=True))
+    return {pk: i for i, pk in enumerate(line)}
 
 
 # --- upload -----------------------------------------------------------------------------------------
@@ -50,6 +103,7 @@ def upload(request):
     chosen = current_kb(request, scope) or (kbs[0] if kbs else None)
     return render_page(request, scope, "ingest/upload.html", {
         "section": "upload", "kbs": kbs, "chosen_kb": chosen, "stages": STAGES,
+        "filters": ["all", "queued", "working", "ready", "failed"],
         "max_upload_bytes": settings.LOCI_MAX_UPLOAD_BYTES,
     })
 
@@ -64,8 +118,9 @@ def document_status(request):
     except ValueError:
         return JsonResponse({"error": "ids must be a comma-separated list of integers."}, status=400)
     ids = [i for i in ids if 0 < i < 2**63]  # beyond 64 bits no document exists, and the query would overflow
-    documents = Document.objects.in_scope(scope).filter(pk__in=ids)
-    return JsonResponse({"documents": [status_payload(d) for d in documents]})
+    documents = list(Document.objects.in_scope(scope).filter(pk__in=ids))
+    positions = queue_positions(scope, documents)
+    return JsonResponse({"documents": [status_payload(d, ahead=positions.get(d.pk)) for d in documents]})
 
 
 # --- documents --------------------------------------------------------------------------------------
@@ -136,13 +191,19 @@ def document_detail(request, pk):
     return render_page(request, scope, "ingest/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
         "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun, "took": _took(document),
+        "can_cancel": scope.can_write and document.status in Document.ACTIVE_STATUSES,
     })
 
 
 def _took(document: Document) -> str:
+    if document.is_finished and not document.started_at:
+        return "stopped before any stage started"
     if not (document.started_at and document.finished_at):
         return ""
-    minutes, seconds = divmod(max(0, round((document.finished_at - document.started_at).total_seconds())), 60)
+    total = (document.finished_at - document.started_at).total_seconds()
+    if total < 1:
+        return "under 1 s"
+    minutes, seconds = divmod(round(total), 60)
     return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
 
 
@@ -175,7 +236,36 @@ def document_original(request, pk):
         handle = document.original.open("rb")
     except (FileNotFoundError, ValueError):
         raise Http404("The original file is missing from storage.") from None
-    return FileResponse(handle, as_attachment=True, filename=document.filename)
+    # Viewable types open in the browser (the PDF viewer and "open the original" links need that);
+    # anything else downloads. ?download=1 always downloads.
+    inline = document.detected_type in INLINE_TYPES and not request.GET.get("download")
+    response = FileResponse(handle, as_attachment=not inline, filename=document.filename)
+    if inline:
+        response["Content-Type"] = INLINE_TYPES[document.detected_type]
+        # An uploaded file is never allowed to run script in the console's origin.
+        response["Content-Security-Policy"] = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+        response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+def document_view(request, pk):
+    """The original at the cited place: a PDF at its page with the passage highlighted (pdf.js);
+    other types open their parsed structure at the chunk, which already carries sheet, slide or cue."""
+    scope = console_scope(request)
+    document = _scoped_document(scope, pk)
+    chunk = None
+    if request.GET.get("chunk", "").isdigit():
+        chunk = document.chunks.filter(pk=int(request.GET["chunk"])).first()
+    if document.detected_type not in ("pdf", "pdf-ocr"):
+        target = f"?chunk={chunk.pk}#chunk-{chunk.pk}" if chunk else ""
+        return redirect(f"/documents/{document.pk}/{target}")
+    page = request.GET.get("page", "")
+    page = int(page) if page.isdigit() and int(page) > 0 else (chunk.page if chunk and chunk.page else 1)
+    return render_page(request, scope, "ingest/document_view.html", {
+        "section": "documents", "document": document, "page_number": page,
+        "passage": chunk.text if chunk else "", "where": location_label(chunk.location) if chunk else f"p. {page}",
+    })
 
 
 @login_required
@@ -188,6 +278,18 @@ def document_rerun(request, pk):
     else:
         rerun_document(scope, document)
         messages.success(request, f"Queued “{document.filename}” again.")
+    return redirect("console:document-detail", pk=document.pk)
+
+
+@login_required
+@require_POST
+def document_cancel(request, pk):
+    scope = console_scope(request, write=True)
+    document = _scoped_document(scope, pk)
+    if cancel_document(scope, document):
+        messages.success(request, f"Cancelled “{document.filename}”; re-run it to start again.")
+    else:
+        messages.warning(request, f"“{document.filename}” had already finished ({document.status}).")
     return redirect("console:document-detail", pk=document.pk)
 
 

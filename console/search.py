@@ -1,6 +1,8 @@
 """The search playground: the same search() as the API, rendered with highlights, sources and per-stage scores."""
 
+import json
 import logging
+import shlex
 
 from django.contrib.auth.decorators import login_required
 
@@ -9,7 +11,6 @@ from memory.models import Document
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
-from retrieval.search.ranking import merged
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,9 @@ def search_page(request):
         return render_page(request, scope, "retrieval/search.html", context)
     status = 200
     try:
-        response = search(scope, parse_search_request(_request_body(form)))
+        body = _request_body(form)
+        context["curl"] = curl_command(request, scope, body)
+        response = search(scope, parse_search_request(body))
         context["results"] = _decorate(response, query_terms(form["q"]))
     except SearchError as exc:
         context["error"], status = str(exc), 400
@@ -65,6 +68,14 @@ def search_page(request):
         log.exception("console search failed")
         context["error"], context["unavailable"], status = f"{type(exc).__name__}: {exc}", True, 503
     return render_page(request, scope, "retrieval/search.html", context, status=status)
+
+
+def curl_command(request, scope, body: dict) -> str:
+    """The exact API request this search made, for a terminal: an API key replaces the console's session."""
+    payload = json.dumps(body, ensure_ascii=False)
+    return (f"curl -X POST {shlex.quote(request.build_absolute_uri('/api/v1/memories/search'))} "
+            f"-H 'Authorization: Bearer $LOCI_API_KEY' -H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(payload)}")
 
 
 def _request_body(form: dict) -> dict:
@@ -94,20 +105,32 @@ def _decorate(response: dict, terms: list[str]) -> dict:
     """Add what the template shows: highlighted HTML, source links and labels, ordered stage scores,
     and `ranked`, facts, episodes and chunks in one list in the API's `rank` order, each with its kind."""
     for episode in response.get("episodes", []):
-        _item(episode, episode.get("summary", ""), terms, "episode")
+        _item(episode, episode.get("summary", ""), terms)
         for fact in episode.get("atomic_facts", []):
-            _item(fact, fact.get("atomic_fact", ""), terms, "fact")
+            _item(fact, fact.get("atomic_fact", ""), terms)
     for fact in response.get("facts", []):
-        _item(fact, fact.get("atomic_fact", ""), terms, "fact")
+        _item(fact, fact.get("atomic_fact", ""), terms)
     for chunk in response.get("chunks", []):
-        _item(chunk, chunk.get("text", ""), terms, "chunk")
-    response["ranked"] = sorted(merged(response), key=lambda it: it["rank"])
-    response["count"] = len(response["ranked"])
+        _item(chunk, chunk.get("text", ""), terms)
+    response["count"] = sum(len(response.get(k, [])) for k in ("episodes", "facts", "chunks"))
+    response["ranked"] = ranked(response)
     return response
 
 
-def _item(item: dict, text: str, terms: list[str], kind: str) -> None:
-    item["kind"] = kind
+def ranked(response: dict) -> list[dict]:
+    """Episodes, facts and chunks as one list in the order the API ranks them, each with its kind.
+
+    Items carry `rank` when the search ranked across kinds itself; otherwise they are mixed by score
+    (the sort is stable, so equal scores keep the API's order within a kind).
+    """
+    items = [dict(item, kind=kind) for key, kind in (("episodes", "episode"), ("facts", "fact"), ("chunks", "chunk"))
+             for item in response.get(key, [])]
+    if items and all(isinstance(item.get("rank"), int) for item in items):
+        return sorted(items, key=lambda item: item["rank"])
+    return sorted(items, key=lambda item: -float(item.get("score") or 0.0))
+
+
+def _item(item: dict, text: str, terms: list[str]) -> None:
     item["html"] = highlight(text, terms)
     scores = item.get("scores") or {}
     item["why"] = [(name, scores[name], help_text) for name, help_text in STAGES if name in scores]
@@ -118,3 +141,6 @@ def _item(item: dict, text: str, terms: list[str], kind: str) -> None:
             source["url"] = f"/documents/{source['document_id']}/" + (
                 f"?chunk={chunk_id}#chunk-{chunk_id}" if chunk_id else "")
             source["where"] = location_label(source)
+            # The original at the cited place (a PDF at its page; other types at their chunk).
+            source["original_url"] = f"/documents/{source['document_id']}/view/" + (
+                f"?chunk={chunk_id}" if chunk_id else "")

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import documents, knowledge_bases, memories, search
+from console import documents, entities, knowledge_bases, memories, search
 from tenants.sign_in import SignInForm
 
 app_name = "console"
@@ -23,7 +23,12 @@ urlpatterns = [
     path("documents/<int:pk>/", documents.document_detail, name="document-detail"),
     path("documents/<int:pk>/original/", documents.document_original, name="document-original"),
     path("documents/<int:pk>/rerun/", documents.document_rerun, name="document-rerun"),
+    path("documents/<int:pk>/view/", documents.document_view, name="document-view"),
+    path("documents/<int:pk>/cancel/", documents.document_cancel, name="document-cancel"),
     path("documents/<int:pk>/delete/", documents.document_delete, name="document-delete"),
     path("memories/", memories.memory_list, name="memory-list"),
     path("search/", search.search_page, name="search"),
+    path("entities/", entities.entity_list, name="entity-list"),
+    path("entities/<int:pk>/", entities.entity_detail, name="entity-detail"),
+    path("profiles/<str:user_id>/", entities.profile_detail, name="profile-detail"),
 ]

@@ -21,6 +21,8 @@ from tenants.access import Scope
 from tenants.models import KnowledgeBase
 
 log = logging.getLogger(__name__)
+# The stage a cancelled document is left at (its status is failed, its error says who cancelled it).
+CANCELLED_STAGE = "cancelled"
 
 
 @dataclass
@@ -69,7 +71,8 @@ def rerun_document(scope: Scope, document: Document) -> Document:
     with transaction.atomic():
         updated = Document.objects.filter(rerunnable, pk=document.pk).update(
             status=Document.Status.QUEUED, progress=0, stage="queued", error="", finished_at=None, claim_token=None,
-            retryable=True, updated_at=timezone.now()
+            # This attempt's duration starts at its own first stage, not at the first attempt's.
+            started_at=None, retryable=True, updated_at=timezone.now()
         )
         if updated:
             document.attempts += 1
@@ -77,6 +80,32 @@ def rerun_document(scope: Scope, document: Document) -> Document:
             transaction.on_commit(lambda: _queue(document.pk))
     document.refresh_from_db()
     return document
+
+
+def cancel_document(scope: Scope, document: Document) -> bool:
+    """Stop a queued or running document: it fails with "Cancelled by <actor>" and may be re-run later.
+
+    Clearing the claim token is what stops a running stage: its next guarded write (progress,
+    chunks, memories, the index's batches) finds the claim gone and the stage stops without writing;
+    a queued stage's message finds nothing to claim. False when the document had already finished.
+    """
+    scope.require_kb(document.kb_id)
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Document.objects.filter(pk=document.pk, status__in=Document.ACTIVE_STATUSES).update(
+            status=Document.Status.FAILED, stage=CANCELLED_STAGE, error=f"Cancelled by {_who(scope.actor)}"[:2000],
+            claim_token=None, retryable=True, finished_at=now, updated_at=now,
+        )
+    document.refresh_from_db()
+    if updated:
+        log.info("document %s cancelled by %s", document.pk, scope.actor)
+    return bool(updated)
+
+
+def _who(actor: str) -> str:
+    """'user:alice' -> 'alice', 'key:ab12' -> 'API key ab12'."""
+    kind, _, name = actor.partition(":")
+    return f"API key {name}" if kind == "key" else (name or actor)
 
 
 def _queue(document_id: int) -> None:

@@ -13,6 +13,7 @@ from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.originals import local_original
 from ingest.parsing.base import ParseError
+from ingest.parsing.detect import detect_type
 from ingest.parsing.dispatch import parse_file
 from ingest.upload_limits import limit_megabytes, megabytes
 from memory.models import Chunk, Document, Memory
@@ -44,6 +45,7 @@ def parse_and_chunk(document: Document) -> int:
             f"The file is {megabytes(document.size)}; the limit is {limit_megabytes(settings.LOCI_MAX_UPLOAD_BYTES)}."
         )
     with local_original(document.original) as path:  # a temporary copy when the storage is an object store
+        _record_detected_type(document, path)
         parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES)
     document.set_progress(_band(PARSE_BAND, 0.7), "chunking")
     parents = chunk_document(parsed)
@@ -206,6 +208,17 @@ def _json_safe(value):
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
+
+
+def _record_detected_type(document: Document, path) -> None:
+    """Keep the detected type even when parsing then fails (a password-protected PDF is still a PDF)."""
+    try:
+        detected = detect_type(path, document.filename)[:32]
+    except ParseError:
+        return  # empty or unreadable: parse_file raises the same error with its reason
+    document.detected_type = detected
+    rows = document._held() if document.claim_token else Document.objects.filter(pk=document.pk)
+    rows.update(detected_type=detected)
 
 
 def touch_started(document: Document) -> None:

@@ -246,3 +246,91 @@ def test_upload_watch_open_search_and_isolation(server, browser, tmp_path):
     assert status == {"documents": []}
     charlie.goto("/memories/?kind=atomic_fact")
     assert charlie.locator(".memory").count() == 0
+
+
+def test_fifty_files_in_one_table_with_honest_progress_and_cancel(server, browser, tmp_path):
+    """50 files at once: one compact row each, a queued state with its place in line, filters, and
+    Cancel on a file still waiting (it never runs, says who cancelled it, and may be retried)."""
+    files = []
+    for i in range(50):
+        path = tmp_path / f"note-{i:02d}.txt"
+        path.write_text(f"Meeting note {i}. Project Falcon item {i} is owned by person {i}.\n", encoding="utf-8")
+        files.append(str(path))
+    alice = sign_in(browser, server, "alice")
+    alice.goto("/upload/")
+    alice.evaluate("""() => {
+        window.seenDetails = new Set();
+        new MutationObserver(() => document.querySelectorAll('#upload-list [data-stage-detail]')
+            .forEach((d) => d.textContent && window.seenDetails.add(d.textContent)))
+          .observe(document.getElementById('upload-list'), {subtree: true, childList: true, characterData: true});
+    }""")
+    alice.set_input_files("#pick-files", files)
+    rows = alice.locator("#upload-list .upload-item")
+    assert rows.count() == 50
+    last = rows.nth(49)
+    last.locator("[data-cancel]").wait_for(state="visible", timeout=60_000)
+    assert last.get_attribute("data-state") == "queued"
+    last.locator("[data-cancel]").click()
+    alice.wait_for_selector('#upload-list .upload-item:nth-child(50)[data-state="cancelled"]', timeout=30_000)
+    assert last.locator(".upload-note").inner_text() == "Cancelled by alice"
+    assert last.locator("[data-retry]").is_visible() and not last.locator("[data-cancel]").is_visible()
+    shot(alice, "upload-table-progress")
+
+    alice.wait_for_function("""() => [...document.querySelectorAll('#upload-list .upload-item')]
+        .every((row) => ['ready', 'failed', 'cancelled'].includes(row.dataset.state))""", timeout=PROCESSING_TIMEOUT_MS)
+    assert alice.locator("#upload-summary").inner_text() == "50 files · 49 ready · 1 cancelled"
+    # Waiting files said where they were in line; none claimed a stage it was not running.
+    details = set(alice.evaluate("() => [...window.seenDetails]"))
+    assert any(re.search(r"\d+ ahead|next in line", d) for d in details), details
+    # Compact: 50 rows fit in a page a few screens tall (cards made 22 files about 4,000 px).
+    table_height = alice.locator("#upload-table").bounding_box()["height"]
+    assert table_height < 50 * 50, table_height
+    times = rows.evaluate_all("rows => rows.slice(0, 49).map((r) => r.querySelector('[data-time]').textContent)")
+    assert all(t.startswith("took ") for t in times), times
+    assert rows.first.locator(".file-ext").text_content() == "txt"
+
+    alice.locator('[data-filter="failed"]').click()
+    visible = rows.evaluate_all("rows => rows.filter((r) => r.offsetParent !== null).length")
+    assert visible == 1
+    alice.locator('[data-filter="all"]').click()
+    shot(alice, "upload-table-done", full_page=True)
+
+    # The cancelled file was never processed, and Retry runs it.
+    last.locator("[data-retry]").click()
+    alice.wait_for_selector('#upload-list .upload-item:nth-child(50)[data-state="ready"]', timeout=60_000)
+    assert alice.locator("#upload-summary").inner_text() == "50 files · 50 ready"
+    assert alice.js_errors == []
+
+
+def test_a_cited_pdf_opens_at_its_page_with_the_passage_highlighted(server, browser):
+    """Search result → "open the original": pdf.js (vendored, no CDN) shows the cited page, passage marked."""
+    alice = sign_in(browser, server, "alice")
+    external = []
+    alice.on("request", lambda r: external.append(r.url) if not r.url.startswith(server) else None)
+    alice.goto("/search/?q=How+many+trucks+were+used%3F&method=hybrid&chunks=1")
+    link = alice.locator(".result", has_text="3 trucks").first.locator("a.original-link").first
+    assert "p. 1" in link.inner_text()
+    link.click()
+    alice.wait_for_url(re.compile(r"/documents/\d+/view/\?chunk=\d+$"))
+    alice.wait_for_function("() => document.getElementById('pdf-viewer').dataset.rendered", timeout=30_000)
+    viewer = alice.locator("#pdf-viewer")
+    assert viewer.get_attribute("data-rendered") == "1"
+    assert int(viewer.get_attribute("data-hits")) > 0
+    assert "trucks" in " ".join(alice.locator(".pdf-hit").all_inner_texts()).lower()
+    assert external == [] and alice.js_errors == []
+    shot(alice, "pdf-at-citation")
+
+
+def test_entity_pages_list_and_open_an_entity_named_by_the_memo(server, browser):
+    alice = sign_in(browser, server, "alice")
+    alice.goto("/entities/")
+    rows = alice.locator(".entity-row")
+    assert rows.count() > 0
+    shot(alice, "entities")
+    rows.first.locator("a").click()
+    alice.wait_for_url(re.compile(r"/entities/\d+/$"))
+    assert alice.locator("h1").inner_text().strip()
+    assert alice.locator(".entity-mention").count() > 0
+    assert alice.js_errors == []
+    charlie = sign_in(browser, server, "charlie")
+    assert charlie.goto(alice.url).status == 404

@@ -7,7 +7,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
-from ingest.actions import ingest_document, rerun_document
+from ingest.actions import cancel_document, ingest_document, rerun_document
 from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
 from loci.json_parser import StrictJSONParser
 from memory.actions import delete_document
@@ -70,6 +70,15 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             raise ValidationError({"status": f"The document is still {document.status} and moving; "
                                              "wait for it to finish."})
         document = rerun_document(self.scope, document)
+        return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: DocumentSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a queued or running document: it fails with "Cancelled by <you>"; re-run it to start again."""
+        document = self.get_object()
+        if not cancel_document(self.scope, document):
+            raise ValidationError({"status": f"The document is already {document.status}; there is nothing to cancel."})
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=ChunkSerializer(many=True))

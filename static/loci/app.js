@@ -98,7 +98,8 @@
 
   function paintDocument(root, doc) {
     const pill = $("[data-status-pill]", root);
-    if (pill) { pill.textContent = doc.status; pill.className = "status status-" + doc.status; }
+    const label = doc.phase === "queued" ? "queued" : doc.status;
+    if (pill) { pill.textContent = label; pill.className = "status status-" + label; }
     const bar = $(".progress-bar", root);
     // A queued document shows a sliver, so a finished upload never looks like an empty bar.
     if (bar) bar.style.width = (doc.status === "ready" ? 100 : Math.max(doc.progress, 3)) + "%";
@@ -169,6 +170,14 @@
     });
   }
 
+  $$("[data-copy]").forEach((button) => {
+    button.addEventListener("click", async () => {
+      const source = $(button.dataset.copy);
+      try { await navigator.clipboard.writeText(source.textContent); button.textContent = "Copied"; }
+      catch (err) { window.getSelection().selectAllChildren(source); button.textContent = "Press Ctrl+C"; }
+    });
+  });
+
   const uploader = $("#uploader");
   if (uploader) setupUploader(uploader);
 
@@ -189,18 +198,19 @@
 
     const headers = () => ({ "X-CSRFToken": csrfToken(), "X-Loci-Tenant": tenant, Accept: "application/json" });
 
+    const STATE_LABELS = { pending: "waiting", uploading: "uploading", error: "error", duplicate: "duplicate",
+      queued: "queued", ready: "ready", failed: "failed", cancelled: "cancelled" };
+
     function setState(item, state, note) {
       item.state = state;
       item.el.dataset.state = state;
       const pill = $("[data-status-pill]", item.el);
-      const labels = { pending: "waiting", uploading: "uploading", error: "error", duplicate: "duplicate" };
-      if (labels[state]) { pill.textContent = labels[state]; pill.className = "status status-" + state; }
-      const noteEl = $(".upload-note", item.el);
-      noteEl.hidden = !note;
-      noteEl.textContent = note || "";
+      if (STATE_LABELS[state]) { pill.textContent = STATE_LABELS[state]; pill.className = "status status-" + state; }
+      $(".upload-note", item.el).textContent = note || "";
       // A failure in the file itself (retryable: false) fails the same way again: no Retry for it.
       const pointless = state === "failed" && item.doc && item.doc.retryable === false;
-      $("[data-retry]", item.el).hidden = pointless || !(state === "failed" || state === "error");
+      $("[data-retry]", item.el).hidden = pointless || !["failed", "cancelled", "error"].includes(state);
+      $("[data-cancel]", item.el).hidden = !(item.doc && ["queued", "working"].includes(state));
       renderSummary();
     }
 
@@ -209,22 +219,82 @@
       $('[role="progressbar"]', item.el).setAttribute("aria-valuenow", Math.round(pct));
     }
 
+    function fmtSeconds(s) {
+      if (s === null || s === undefined) return "";
+      if (s < 1) return "under 1 s";
+      s = Math.round(s);
+      if (s < 60) return s + " s";
+      const m = Math.floor(s / 60);
+      return m < 60 ? m + " min " + (s % 60) + " s" : Math.floor(m / 60) + " h " + (m % 60) + " min";
+    }
+
+    /* Time column: what the document is actually doing, measured by the server, never a guess. */
+    function timeText(doc) {
+      switch (doc.phase) {
+        case "queued": return doc.started ? "running " + fmtSeconds(doc.took_seconds) : "waiting " + fmtSeconds(doc.waited_seconds);
+        case "working": return "running " + fmtSeconds(doc.took_seconds);
+        case "ready": return "took " + fmtSeconds(doc.took_seconds);
+        default:
+          if (!doc.started) return "stopped before any stage started";
+          return (doc.phase === "cancelled" ? "cancelled after " : "failed after ") + fmtSeconds(doc.took_seconds);
+      }
+    }
+
     function applyDocument(item, doc) {
       item.doc = doc;
-      paintDocument(item.el, doc);
       const open = $("[data-open]", item.el);
       open.href = doc.url || "/documents/" + doc.id + "/";
       open.hidden = false;
-      if (ACTIVE.includes(doc.status)) {
+      if (doc.detected_type) {
+        const type = $(".file-ext", item.el);
+        type.textContent = doc.detected_type;
+        type.classList.remove("muted");
+        type.title = "detected from the content";
+      }
+      $("[data-time]", item.el).textContent = timeText(doc);
+      const detail = $("[data-stage-detail]", item.el);
+      const pill = $("[data-status-pill]", item.el);
+      if (doc.phase === "queued" || doc.phase === "working") polling.set(String(doc.id), item);
+      else polling.delete(String(doc.id));
+      if (doc.phase === "queued") {
+        // Waiting for a worker, before the first stage or between two: no stage is running, so none is named.
+        setState(item, "queued");
+        const ahead = doc.queue_ahead === null || doc.queue_ahead === undefined ? ""
+          : doc.queue_ahead === 0 ? "next in line" : doc.queue_ahead + " ahead";
+        detail.textContent = [doc.started && doc.waiting_for ? "for " + doc.waiting_for : "", ahead].filter(Boolean).join(" · ");
+        setBar(item, doc.progress);
+        $(".progress", item.el).classList.add("is-waiting");
+      } else if (doc.phase === "working") {
         setState(item, "working");
-        polling.set(String(doc.id), item);
-      } else if (doc.status === "ready") {
-        polling.delete(String(doc.id));
-        setState(item, "ready", [plural(doc.chunk_count, "chunk"), plural(doc.episode_count, "episode"),
-          plural(doc.fact_count, "fact")].join(" · "));
-      } else if (doc.status === "failed") {
-        polling.delete(String(doc.id));
-        setState(item, "failed", doc.error || "Processing failed.");
+        pill.textContent = doc.status;
+        pill.className = "status status-" + doc.status;
+        detail.textContent = doc.stage && doc.stage !== doc.status ? doc.stage : "";
+        setBar(item, doc.progress);
+        $(".progress", item.el).classList.remove("is-waiting");
+      } else {
+        detail.textContent = "";
+        $(".progress", item.el).classList.remove("is-waiting");
+        if (doc.phase === "ready") {
+          setBar(item, 100);
+          setState(item, "ready", [plural(doc.chunk_count, "chunk"), plural(doc.episode_count, "episode"),
+            plural(doc.fact_count, "fact")].join(" · "));
+        } else {
+          setBar(item, 0);
+          setState(item, doc.phase === "cancelled" ? "cancelled" : "failed", doc.error || "Processing failed.");
+        }
+      }
+    }
+
+    /* The server's status for these documents, asked in batches (the endpoint takes 200 ids at a time). */
+    async function refresh(ids) {
+      for (let i = 0; i < ids.length; i += 200) {
+        const response = await fetch(statusUrl + "?ids=" + ids.slice(i, i + 200).join(","),
+          { headers: { Accept: "application/json" } });
+        if (!response.ok) continue;
+        (await response.json()).documents.forEach((doc) => {
+          const item = items.find((it) => it.doc && String(it.doc.id) === String(doc.id));
+          if (item) applyDocument(item, doc);
+        });
       }
     }
 
@@ -237,9 +307,13 @@
         $(".file-name", el).title = name;
         $(".file-size", el).textContent = fmtBytes(file.size);
         const dot = file.name.lastIndexOf(".");
-        $(".file-ext", el).textContent = dot > 0 ? file.name.slice(dot + 1, dot + 6) : "file";
+        const ext = $(".file-ext", el);
+        ext.textContent = dot > 0 ? file.name.slice(dot + 1, dot + 6).toLowerCase() : "—";
+        ext.classList.add("muted");
+        ext.title = "from the file name; the type is detected from the content once parsing starts";
         const item = { file, el, kb, state: "pending" };
         $("[data-retry]", el).addEventListener("click", () => retry(item));
+        $("[data-cancel]", el).addEventListener("click", () => cancel(item));
         list.appendChild(el);
         items.push(item);
         if (file.size > maxBytes) {
@@ -250,6 +324,7 @@
         }
       });
       $("#upload-empty").hidden = items.length > 0;
+      $("#upload-table").hidden = items.length === 0;
       pump();
     }
 
@@ -287,14 +362,17 @@
           if (result.duplicate) {
             item.doc = result.document;
             setBar(item, 100);
-            paintSteps(item.el, result.document.status);
             const open = $("[data-open]", item.el);
             open.href = "/documents/" + result.document.id + "/";
             open.hidden = false;
             setState(item, "duplicate", "Already in this knowledge base as “" + result.document.filename
               + "” (" + result.document.status + ") — not ingested again.");
           } else {
-            applyDocument(item, { ...result.document, url: "/documents/" + result.document.id + "/" });
+            // Uploaded: the bar now measures processing, which starts at 0 as "queued" (never "2 %" of a stage).
+            item.doc = result.document;
+            applyDocument(item, { ...result.document, phase: "queued", started: false, queue_ahead: null,
+              waited_seconds: 0, url: "/documents/" + result.document.id + "/" });
+            refresh([result.document.id]).catch(() => {});
           }
         } else {
           setState(item, "error", errorMessage(xhr.status, body));
@@ -320,53 +398,57 @@
       return "The upload failed (HTTP " + status + ").";
     }
 
-    async function retry(item) {
-      if (item.state === "error") { setState(item, "pending"); pump(); return; }
-      // A failed document: process it again from the start (the REST API's re-run action).
-      const button = $("[data-retry]", item.el);
+    async function documentAction(item, verb, failure) {
+      const button = $(verb === "rerun" ? "[data-retry]" : "[data-cancel]", item.el);
       button.disabled = true;
       try {
-        const response = await fetch(api + "/" + item.doc.id + "/rerun", { method: "POST", headers: headers() });
+        const response = await fetch(api + "/" + item.doc.id + "/" + verb, { method: "POST", headers: headers() });
         const body = await response.json().catch(() => null);
-        if (response.ok) applyDocument(item, { ...body, url: "/documents/" + body.id + "/" });
-        else setState(item, "failed", errorMessage(response.status, body));
+        if (response.ok) await refresh([item.doc.id]);
+        else $(".upload-note", item.el).textContent = errorMessage(response.status, body);
       } catch (err) {
-        setState(item, "failed", "Could not reach the server to retry.");
+        $(".upload-note", item.el).textContent = failure;
       } finally {
         button.disabled = false;
       }
     }
 
+    function retry(item) {
+      if (item.state === "error") { setState(item, "pending"); pump(); return; }
+      // A failed or cancelled document: process it again from the start (the REST API's re-run action).
+      documentAction(item, "rerun", "Could not reach the server to retry.");
+    }
+
+    function cancel(item) { documentAction(item, "cancel", "Could not reach the server to cancel."); }
+
     async function poll() {
       if (polling.size) {
-        try {
-          const response = await fetch(statusUrl + "?ids=" + Array.from(polling.keys()).join(","),
-            { headers: { Accept: "application/json" } });
-          if (response.ok) {
-            (await response.json()).documents.forEach((doc) => {
-              const item = polling.get(String(doc.id));
-              if (item) applyDocument(item, doc);
-            });
-          }
-        } catch (err) { /* try again on the next tick */ }
+        try { await refresh(Array.from(polling.keys())); } catch (err) { /* try again on the next tick */ }
       }
       setTimeout(poll, POLL_MS);
     }
     setTimeout(poll, POLL_MS);
 
     function renderSummary() {
-      if (!items.length) { summary.hidden = true; return; }
+      $("#upload-bar").hidden = !items.length;
+      if (!items.length) return;
       const count = (states) => items.filter((i) => states.includes(i.state)).length;
-      const parts = [items.length + " file" + (items.length === 1 ? "" : "s")];
-      const ready = count(["ready"]), busy = count(["pending", "uploading", "working"]);
-      const failed = count(["failed", "error"]), dup = count(["duplicate"]);
-      if (ready) parts.push(ready + " ready");
-      if (busy) parts.push(busy + " in progress");
-      if (failed) parts.push(failed + " failed");
+      const parts = [plural(items.length, "file")];
+      const uploading = count(["pending", "uploading"]);
+      [[uploading, "uploading"], [count(["queued"]), "queued"], [count(["working"]), "working"],
+        [count(["ready"]), "ready"], [count(["failed", "error"]), "failed"], [count(["cancelled"]), "cancelled"]]
+        .forEach(([n, word]) => { if (n) parts.push(n + " " + word); });
+      const dup = count(["duplicate"]);
       if (dup) parts.push(dup + " duplicate" + (dup === 1 ? "" : "s"));
       summary.textContent = parts.join(" · ");
-      summary.hidden = false;
     }
+
+    $$("[data-filter]", root).forEach((button) => {
+      button.addEventListener("click", () => {
+        $$("[data-filter]", root).forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+        $("#upload-table").dataset.filter = button.dataset.filter;
+      });
+    });
 
     // Picking and dropping.
     const zone = $("#dropzone");
