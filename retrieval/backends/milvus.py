@@ -33,9 +33,11 @@ SCALAR_INDEXED = ("tenant_id", "kb_id", "document_id", "parent_id")  # the field
 HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
 INDEX_TYPES = {  # build params, search params, search params that visit every row (None: there are none)
     # nlist ~ 4*sqrt(rows) for ~1M rows (Milvus' guidance), nprobe 16 of 128 lists; probing all 128
-    # scores every row the filter lets through, i.e. exactly. Milvus Lite 2.5.1 consults its index
-    # for some collections only (1.5-2 ms for a top-10 over 100k 384-d rows) and for others scores
-    # every filtered row whatever nprobe says (20-30 ms); bench/RESULTS.md has what was tried.
+    # scores every row the filter lets through, i.e. exactly. Milvus Lite 2.5.1 holds a collection in
+    # one growing segment whose IVF index is built only after 100,000 inserted rows (build ratio 0.1
+    # of its compiled-in 1M max index rows); below that it scores every filtered row whatever
+    # nprobe says (14 ms at 99,990 rows, 0.9 ms at 100,000); flush and release/load change nothing
+    # and compact is unimplemented. Above it, id-filtered searches still return every picked row.
     "IVF_FLAT": ({"nlist": 128}, {"nprobe": 16}, {"nprobe": 128}),
     "FLAT": ({}, {}, {}),
     # Milvus' documented defaults; servers only. No ef makes a graph search exhaustive.
