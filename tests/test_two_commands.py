@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -101,6 +102,10 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
     up = subprocess.Popen([sys.executable, "manage.py", "up", "--concurrency", "1"], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
+    # A deadline for the whole test: reading up's output blocks, and a line that never comes must fail
+    # the test, not hang the suite.
+    watchdog = threading.Timer(240, lambda: up.poll() is None and os.killpg(up.pid, signal.SIGKILL))
+    watchdog.start()
     try:
         for line in up.stdout:
             lines.append(line)
@@ -114,7 +119,9 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
         except urllib.error.HTTPError as exc:  # 503 while an engine warms up is still this server answering
             status = exc.code
         assert status in (200, 503)
-        for line in up.stdout:  # until the worker is ready, so that Ctrl-C meets its pool processes
+        # Until the worker is ready, so that Ctrl-C meets its pool processes (it may have said so
+        # before the web server answered).
+        for line in ([] if any("ready." in seen for seen in lines) else up.stdout):
             lines.append(line)
             if "ready." in line:
                 break
@@ -122,6 +129,7 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
         rest = up.communicate(timeout=60)[0]
         assert up.returncode == 0
     finally:
+        watchdog.cancel()
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGKILL)
     output = "".join(lines) + rest
