@@ -52,15 +52,21 @@ def _search_in_threads(scope, bodies, wait: float):
     return results, errors, sum(t.is_alive() for t in threads)
 
 
+def _ids(response) -> tuple:
+    return tuple(str(it["id"]) for key in ("facts", "episodes", "chunks") for it in response[key])
+
+
 @pytest.mark.usefixtures("lite_vector_settings")
 def test_32_concurrent_hybrid_searches_with_chunks_all_finish(indexed):
     bodies = [{"query": q, "method": "hybrid", "memory_types": ["episode", "atomic_fact", "chunk"], "top_k": 5}
               for q in ("When did tourist visits end?", "极光站由谁管理？", "winter over ice", "storm pier") * 8]
+    alone = {b["query"]: _ids(search(indexed, parse_search_request(b))) for b in bodies[:4]}  # one at a time
+    assert all(alone.values())
     results, errors, unfinished = _search_in_threads(indexed, bodies, wait=120)
     assert unfinished == 0, f"{unfinished} of 32 searches never finished"
     assert not errors, errors[:3]
-    assert all(r["facts"] or r["episodes"] for r in results)
-    assert all(r["chunks"] for r in results)
+    # and each answered what the same search answers alone
+    assert sorted(_ids(r) for r in results) == sorted(alone[b["query"]] for b in bodies)
     # and the process still searches afterwards
     assert search(indexed, parse_search_request({"query": "storm pier"}))["facts"]
 

@@ -140,7 +140,10 @@ def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tm
         pytest.skip("Redis is not reachable")
     with (redis_database() if broker == "redis" else _nothing()) as redis_url, workers() as started:
         broker_env = {"CELERY_BROKER_URL": redis_url} if redis_url else {}  # default: filesystem://
-        var, env = scenario("killed", "lost", "clean", "clean-lost", **broker_env)
+        # A cold embedding cache of its own: with vectors other tests left in the run's cache the index
+        # stage can finish between two polls, before the kill lands (seen under load).
+        var, env = scenario("killed", "lost", "clean", "clean-lost", **broker_env,
+                            EMBEDDING_CACHE_PATH=str(tmp_path / "cold-embedding-cache.sqlite3"))
         first = Worker(env, tmp_path / "worker1.log", name="first")
         started.append(first.start())
         first.wait_ready()
