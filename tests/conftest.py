@@ -60,6 +60,16 @@ def _isolated_var(settings, tmp_path):
 
 
 @pytest.fixture
+def committed(django_capture_on_commit_callbacks):
+    """Run what a call queues on commit (index writes and removals), as a real request's commit would:
+    the test transaction never commits."""
+    def run(call, *args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return call(*args, **kwargs)
+    return run
+
+
+@pytest.fixture
 def world(db):
     from django.contrib.auth import get_user_model
 

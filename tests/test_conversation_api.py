@@ -33,15 +33,6 @@ def alice(world):
     return api_client(world.alice_key)
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    """Run on-commit index updates as a real request would (the test transaction never commits)."""
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 def post(client, body, url="/api/v1/memories"):
     return client.post(url, body, format="json")
 

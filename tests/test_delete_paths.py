@@ -48,15 +48,6 @@ QUERIES = {"document": "aurora borealis Tromsø ferry", "kb": "aurora borealis T
 METHODS = ("keyword", "vector", "hybrid")
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    """Run what a delete queues on commit, as a real request's commit would (the test transaction never commits)."""
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 @dataclass
 class Seeded:
     tenant: Tenant

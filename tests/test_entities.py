@@ -45,14 +45,6 @@ def locomo_turns(n=24):
             for i, t in enumerate(conv["session_1"][:n])]
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 def chat(client, committed, turns, user="u1", session="s1"):
     body = {"user_id": user, "session_id": session, "messages": turns}
     assert committed(client.post, "/api/v1/memories", body, format="json").status_code == 200

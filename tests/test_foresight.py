@@ -74,14 +74,6 @@ def alice(world):
     return api_client(world.alice_key)
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 def ingest_locomo(alice, committed, session, dia_ids, *, start=None, prefix=None):
     when, turns = locomo_turns(0, session)
     start = start or when

@@ -22,14 +22,6 @@ def alice(world):
     return api_client(world.alice_key)
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 def painting_fact():
     return Memory.objects.get(kind="atomic_fact", text__icontains="lake sunrise")
 

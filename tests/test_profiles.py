@@ -19,14 +19,6 @@ def alice(world):
     return api_client(world.alice_key)
 
 
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks):
-    def run(call, *args, **kwargs):
-        with django_capture_on_commit_callbacks(execute=True):
-            return call(*args, **kwargs)
-    return run
-
-
 def profile(client, user="u1", code=200, **params):
     response = client.get(f"/api/v1/profiles/{user}", params)
     assert response.status_code == code, response.content
