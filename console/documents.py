@@ -11,6 +11,7 @@ from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
+from console import progress_estimates
 from console.shell import console_scope, current_kb, kb_filter, location_label, render_page
 from django.utils import timezone
 
@@ -52,10 +53,14 @@ def _seconds(start, end) -> float | None:
     return round(max(0.0, (end - start).total_seconds()), 1) if start and end else None
 
 
-def status_payload(document: Document, *, ahead: int | None = None) -> dict:
-    """What the uploader and document rows show; `ahead`: unfinished documents of the tenant uploaded before it."""
+def status_payload(document: Document, *, ahead: int | None = None, speeds: dict | None = None) -> dict:
+    """What the uploader and document rows show; `ahead`: unfinished documents of the tenant uploaded before it;
+    `speeds`: the measured stage speeds an estimate of the time left is made from (none without them)."""
     now = timezone.now()
     current = phase(document)
+    # Waiting between two stages counts from the end of the last one, not from the upload.
+    waiting_since = (progress_estimates.last_stage_end(document) or document.started_at) if document.started_at \
+        else document.created_at
     return {
         "id": document.pk,
         "filename": document.filename,
@@ -77,8 +82,19 @@ def status_payload(document: Document, *, ahead: int | None = None) -> dict:
         # True durations: waiting before the first stage, then working until the end (or now).
         "waited_seconds": _seconds(document.created_at, document.started_at or (None if document.is_finished else now)),
         "took_seconds": _seconds(document.started_at, document.finished_at or (None if document.is_finished else now)),
+        # How long a queued file has waited for its next stage (since the upload, or the last stage's end).
+        "waiting_seconds": _seconds(waiting_since, now) if current == "queued" else None,
+        "stage_seconds": _stage_seconds(document, now) if current == "working" else None,
+        "estimate_seconds": progress_estimates.seconds_left(document, current, speeds or {}),
         "url": f"/documents/{document.pk}/",
     }
+
+
+def _stage_seconds(document: Document, now) -> float | None:
+    """How long the running stage has run (from its recorded start)."""
+    entry = progress_estimates.stage_times(document).get(progress_estimates.STAGE_OF_STATUS.get(document.status, ""))
+    started = progress_estimates.parse_time((entry or {}).get("started"))
+    return _seconds(started, now) if started else None
 
 
 def queue_positions(scope, documents) -> dict[int, int]:
@@ -120,7 +136,9 @@ def document_status(request):
     ids = [i for i in ids if 0 < i < 2**63]  # beyond 64 bits no document exists, and the query would overflow
     documents = list(Document.objects.in_scope(scope).filter(pk__in=ids))
     positions = queue_positions(scope, documents)
-    return JsonResponse({"documents": [status_payload(d, ahead=positions.get(d.pk)) for d in documents]})
+    speeds = progress_estimates.measured_speeds() if any(not d.is_finished for d in documents) else {}
+    return JsonResponse({"documents": [status_payload(d, ahead=positions.get(d.pk), speeds=speeds)
+                                       for d in documents]})
 
 
 # --- documents --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The document pipeline's domain steps: parse+chunk, extract, index. Tasks call these by id."""
 
+import datetime
 import logging
 import uuid
 
@@ -225,3 +226,38 @@ def touch_started(document: Document) -> None:
     if document.started_at is None:
         document.started_at = timezone.now()
         Document.objects.filter(pk=document.pk, started_at__isnull=True).update(started_at=document.started_at)
+
+
+# Each stage's start and duration in this run, under metadata["stage_times"]: what the console's
+# estimates are measured from (console/progress_estimates.py), and what a waiting file waits since.
+STAGE_TIMES_KEY = "stage_times"
+
+
+def record_stage_start(document: Document, stage_name: str) -> None:
+    """Note when this stage began; the first stage of a run forgets the previous run's times."""
+    times = {} if stage_name == "parse" else dict(document.metadata.get(STAGE_TIMES_KEY) or {})
+    times[stage_name] = {"started": timezone.now().isoformat()}
+    _write_stage_times(document, times)
+
+
+def record_stage_end(document: Document, stage_name: str) -> None:
+    """Note how long this stage ran, from its recorded start (nothing when the start is unknown)."""
+    times = dict(document.metadata.get(STAGE_TIMES_KEY) or {})
+    entry = dict(times.get(stage_name) or {})
+    try:
+        started = datetime.datetime.fromisoformat(entry["started"])
+    except (KeyError, TypeError, ValueError):
+        return
+    now = timezone.now()
+    entry.update(ended=now.isoformat(), seconds=round(max(0.0, (now - started).total_seconds()), 3))
+    times[stage_name] = entry
+    _write_stage_times(document, times)
+
+
+def _write_stage_times(document: Document, times: dict) -> None:
+    # Under the claim: the holder is the only writer of a document's metadata while its stage runs,
+    # and a run that lost its claim must not write over the new holder's times (0 rows: ignored,
+    # the stage's next guarded write raises ClaimLost).
+    document.metadata = {**(document.metadata or {}), STAGE_TIMES_KEY: times}
+    rows = document._held() if document.claim_token else Document.objects.filter(pk=document.pk)
+    rows.update(metadata=document.metadata)

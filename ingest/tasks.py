@@ -69,8 +69,10 @@ def stage_outcome(document_id: int, stage_name: str) -> str:
     try:
         with Heartbeat(document, heartbeat_interval(lease)):
             pipeline.touch_started(document)
+            pipeline.record_stage_start(document, stage_name)
             if not _run_step(document, stage_name, stage):
                 return STOPPED  # failed with its reason, or deleted
+            pipeline.record_stage_end(document, stage_name)
             if stage.next is None:
                 if not document.mark_ready():  # deleted after the index write's last check
                     raise DocumentGone(f"document {document.pk} was deleted while its {stage_name} stage ran")

@@ -228,11 +228,20 @@
       return m < 60 ? m + " min " + (s % 60) + " s" : Math.floor(m / 60) + " h " + (m % 60) + " min";
     }
 
+    /* An estimate only from the installation's measured stage speeds (estimate_seconds is null without them). */
+    function estimateText(doc, suffix) {
+      const s = doc.estimate_seconds;
+      if (s === null || s === undefined) return "";
+      if (s <= 0) return "over its measured time";
+      return "about " + (s < 60 ? Math.max(1, Math.round(s)) + " s" : Math.round(s / 60) + " min") + suffix;
+    }
+
     /* Time column: what the document is actually doing, measured by the server, never a guess. */
     function timeText(doc) {
       switch (doc.phase) {
-        case "queued": return doc.started ? "running " + fmtSeconds(doc.took_seconds) : "waiting " + fmtSeconds(doc.waited_seconds);
-        case "working": return "running " + fmtSeconds(doc.took_seconds);
+        case "queued": return ["waiting " + fmtSeconds(doc.waiting_seconds ?? doc.waited_seconds), estimateText(doc, " of work")]
+          .filter(Boolean).join(" · ");
+        case "working": return ["running " + fmtSeconds(doc.took_seconds), estimateText(doc, " left")].filter(Boolean).join(" · ");
         case "ready": return "took " + fmtSeconds(doc.took_seconds);
         default:
           if (!doc.started) return "stopped before any stage started";
