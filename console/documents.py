@@ -11,7 +11,7 @@ from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from console import progress_estimates
+from console import progress_estimates, viewers
 from console.shell import console_scope, current_kb, kb_filter, location_label, render_page
 from django.utils import timezone
 
@@ -268,13 +268,16 @@ def document_original(request, pk):
 
 @login_required
 def document_view(request, pk):
-    """The original at the cited place: a PDF at its page with the passage highlighted (pdf.js);
-    other types open their parsed structure at the chunk, which already carries sheet, slide or cue."""
+    """The original at the cited place: a PDF at its page with the passage highlighted (pdf.js); a sheet,
+    deck, transcript or email in its viewer (console/viewers.py); other types open their parsed
+    structure at the chunk."""
     scope = console_scope(request)
     document = _scoped_document(scope, pk)
     chunk = None
     if request.GET.get("chunk", "").isdigit():
         chunk = document.chunks.filter(pk=int(request.GET["chunk"])).first()
+    if viewers.viewable(document.detected_type):
+        return viewers.show_original(request, scope, document, chunk)
     if document.detected_type not in ("pdf", "pdf-ocr"):
         target = f"?chunk={chunk.pk}#chunk-{chunk.pk}" if chunk else ""
         return redirect(f"/documents/{document.pk}/{target}")
@@ -284,6 +287,14 @@ def document_view(request, pk):
         "section": "documents", "document": document, "page_number": page,
         "passage": chunk.text if chunk else "", "where": location_label(chunk.location) if chunk else f"p. {page}",
     })
+
+
+@login_required
+@require_GET
+def document_attachment(request, pk, number):
+    """An attachment of an email document, as a download."""
+    scope = console_scope(request)
+    return viewers.email_attachment(_scoped_document(scope, pk), number)
 
 
 @login_required
