@@ -2,8 +2,9 @@
 
 Every stage records how long it ran (ingest: metadata["stage_times"]). The last finished documents
 give each stage a line `seconds = fixed + per_mb × MB`; a document's estimate is what is left of
-its running stage plus the stages after it. Without a measurement for every stage still to run
-there is no estimate: the console then says nothing rather than guess.
+its running stage plus the stages after it, measured on documents of its own type once enough of
+them were measured, else on all. Without a measurement for every stage still to run there is no
+estimate: the console then says nothing rather than guess.
 """
 
 import datetime
@@ -61,8 +62,9 @@ def fit_speed(points: list[tuple[float, float]]) -> StageSpeed | None:
     return StageSpeed(intercept, slope, len(points))
 
 
-def measured_speeds() -> dict[str, StageSpeed]:
-    """Each stage's speed over the installation's last finished documents (cached briefly)."""
+def measured_speeds() -> dict[str, dict[str, StageSpeed]]:
+    """Each stage's speed over the installation's last finished documents, for all of them ("*") and
+    per detected type (cached briefly)."""
     speeds = cache.get(CACHE_KEY)
     if speeds is None:
         speeds = _measure()
@@ -70,18 +72,31 @@ def measured_speeds() -> dict[str, StageSpeed]:
     return speeds
 
 
-def _measure() -> dict[str, StageSpeed]:
-    # Only numbers leave this query (sizes and durations, never names or text), so every tenant's
-    # documents count: the workers and the machine are the installation's, not a tenant's.
+def _measure() -> dict[str, dict[str, StageSpeed]]:
+    # Only numbers leave this query (types, sizes and durations, never names or text), so every
+    # tenant's documents count: the workers and the machine are the installation's, not a tenant's.
     rows = (Document.objects.filter(status=Document.Status.READY, metadata__has_key=STAGE_TIMES_KEY)
-            .order_by("-finished_at").values_list("size", f"metadata__{STAGE_TIMES_KEY}")[:SAMPLE_DOCUMENTS])
-    points: dict[str, list[tuple[float, float]]] = {name: [] for name in STAGE_ORDER}
-    for size, times in rows:
+            .order_by("-finished_at")
+            .values_list("detected_type", "size", f"metadata__{STAGE_TIMES_KEY}")[:SAMPLE_DOCUMENTS])
+    points: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for detected_type, size, times in rows:
         for name in STAGE_ORDER:
-            seconds = (times or {}).get(name, {}).get("seconds") if isinstance(times, dict) else None
+            entry = times.get(name) if isinstance(times, dict) else None
+            seconds = entry.get("seconds") if isinstance(entry, dict) else None
             if isinstance(seconds, (int, float)):
-                points[name].append((size / 1_000_000, float(seconds)))
-    return {name: speed for name, pts in points.items() if (speed := fit_speed(pts)) is not None}
+                for group in ["*", detected_type] if detected_type else ["*"]:
+                    points.setdefault(group, {}).setdefault(name, []).append((size / 1_000_000, float(seconds)))
+    return {group: {name: speed for name, pts in stages.items() if (speed := fit_speed(pts)) is not None}
+            for group, stages in points.items()}
+
+
+def speeds_for(speeds: dict[str, dict[str, StageSpeed]], detected_type: str) -> dict[str, StageSpeed]:
+    """The speeds of the document's own type once MIN_SAMPLES_FOR_FIT of its kind were measured in
+    every stage (a scanned PDF is not a text file), else those of every type."""
+    own = speeds.get(detected_type) if detected_type else None
+    if own and len(own) == len(STAGE_ORDER) and all(s.samples >= MIN_SAMPLES_FOR_FIT for s in own.values()):
+        return own
+    return speeds.get("*", {})
 
 
 def stage_times(document: Document) -> dict:
@@ -103,7 +118,7 @@ def last_stage_end(document: Document) -> datetime.datetime | None:
     return max(ends) if ends else None
 
 
-def seconds_left(document: Document, phase: str, speeds: dict[str, StageSpeed]) -> float | None:
+def seconds_left(document: Document, phase: str, measured: dict[str, dict[str, StageSpeed]]) -> float | None:
     """Seconds of work left for an unfinished document, or None when a stage still to run was never measured.
 
     A running stage that already took longer than measured counts as 0 left (the stages after it
@@ -112,6 +127,7 @@ def seconds_left(document: Document, phase: str, speeds: dict[str, StageSpeed]) 
     """
     if phase not in ("queued", "working"):
         return None
+    speeds = speeds_for(measured, document.detected_type)
     times = stage_times(document)
     if phase == "working":
         running = STAGE_OF_STATUS.get(document.status)

@@ -48,8 +48,9 @@ def show_original(request, scope, document, chunk):
             template, context = "ingest/viewer_email.html", _email_context(document, chunk)
     except UnreadableOriginal as exc:
         template, context = "ingest/viewer_unreadable.html", {"reason": str(exc)}
-    context.update(section="documents", document=document, chunk=chunk,
-                   where=location_label(chunk.location) if chunk else context.get("where", ""))
+    # The viewer's own place (a row, a cue) is more precise than the chunk's label; the label otherwise.
+    where = context.get("where") or (location_label(chunk.location) if chunk else "")
+    context.update(section="documents", document=document, chunk=chunk, where=where)
     response = render_page(request, scope, template, context)
     response["Content-Security-Policy"] = VIEWER_CSP
     return response

@@ -140,3 +140,16 @@ def test_fit_separates_a_fixed_cost_from_a_per_megabyte_one():
     assert fit_speed([(1, 2.0), (1, 4.0), (1, 3.0)]) == StageSpeed(3.0, 0.0, 3)
     # Bigger files measured faster (noise): no negative slope, the mean instead.
     assert fit_speed([(1, 9.0), (2, 5.0), (4, 1.0)]).seconds_per_mb == 0.0
+
+
+def test_a_type_measured_often_enough_is_estimated_from_its_own_kind(world):
+    # Text files are fast, scanned PDFs slow: once three of a type were measured, its own speeds count.
+    for n in range(3):
+        Document.objects.filter(pk=_finished(world, n, MB, {"parse": 1, "extract": 1, "index": 1}).pk).update(
+            detected_type="txt")
+        Document.objects.filter(pk=_finished(world, 10 + n, MB, {"parse": 60, "extract": 30, "index": 9}).pk).update(
+            detected_type="pdf-ocr")
+    text = Document.objects.create(kb=world.docs, filename="a.txt", sha256="c" * 64, size=MB, detected_type="txt")
+    unknown = Document.objects.create(kb=world.docs, filename="b.bin", sha256="d" * 64, size=MB)
+    assert _status(world, text)["estimate_seconds"] == pytest.approx(3, abs=0.1)
+    assert _status(world, unknown)["estimate_seconds"] == pytest.approx((3 + 99) / 2, abs=0.1)  # every type
