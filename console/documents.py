@@ -291,6 +291,14 @@ def document_view(request, pk):
 
 @login_required
 @require_GET
+def document_slides_pdf(request, pk):
+    """A presentation's slides rendered to PDF by LibreOffice (cached after the first request)."""
+    scope = console_scope(request)
+    return viewers.slides_pdf(_scoped_document(scope, pk))
+
+
+@login_required
+@require_GET
 def document_attachment(request, pk, number):
     """An attachment of an email document, as a download."""
     scope = console_scope(request)

@@ -24,6 +24,7 @@ urlpatterns = [
     path("documents/<int:pk>/original/", documents.document_original, name="document-original"),
     path("documents/<int:pk>/rerun/", documents.document_rerun, name="document-rerun"),
     path("documents/<int:pk>/view/", documents.document_view, name="document-view"),
+    path("documents/<int:pk>/slides.pdf", documents.document_slides_pdf, name="document-slides-pdf"),
     path("documents/<int:pk>/attachments/<int:number>/", documents.document_attachment, name="document-attachment"),
     path("documents/<int:pk>/cancel/", documents.document_cancel, name="document-cancel"),
     path("documents/<int:pk>/delete/", documents.document_delete, name="document-delete"),

@@ -8,7 +8,9 @@ pages forbid inline script by their Content-Security-Policy.
 """
 
 from io import BytesIO
+from pathlib import Path
 
+from django.conf import settings
 from django.http import FileResponse, Http404
 
 from openpyxl.utils import get_column_letter
@@ -16,7 +18,7 @@ from openpyxl.utils import get_column_letter
 from console.shell import location_label, render_page
 from console.viewer_citations import cited_attachment, cited_cues, cited_rows, cue_at
 from ingest.original_readers import (CUE_TYPES, EMAIL_TYPES, SHEET_TYPES, SLIDE_TYPES, UnreadableOriginal,
-                                     read_cues_of, read_email, read_sheet, read_slides)
+                                     read_cues_of, read_email, read_sheet, read_slides, slides_as_pdf)
 from memory.models import Chunk
 
 # Rows of a sheet on one page: a window around the cited rows; the rest is a link away.
@@ -40,6 +42,8 @@ def show_original(request, scope, document, chunk):
     try:
         if kind in SHEET_TYPES:
             template, context = "ingest/viewer_sheet.html", _sheet_context(request, document, chunk)
+        elif kind in SLIDE_TYPES and request.GET.get("rendered"):
+            template, context = "ingest/document_view.html", _rendered_slide_context(request, document, chunk)
         elif kind in SLIDE_TYPES:
             template, context = "ingest/viewer_slides.html", _slides_context(request, document, chunk)
         elif kind in CUE_TYPES:
@@ -100,6 +104,14 @@ def _slides_context(request, document, chunk) -> dict:
     return {"slides": slides, "cited_slide": cited, "where": f"slide {cited}" if cited else ""}
 
 
+def _rendered_slide_context(request, document, chunk) -> dict:
+    """The deck's rendered PDF in the PDF viewer, at the cited slide's page, its passage highlighted."""
+    slide = _number(request, "slide") or (chunk.slide if chunk and chunk.slide else 1)
+    return {"page_number": slide, "passage": chunk.text if chunk else "", "where": f"slide {slide}",
+            "pdf_src": f"/documents/{document.pk}/slides.pdf", "slides_text_url": f"/documents/{document.pk}/view/"
+            + (f"?chunk={chunk.pk}" if chunk else f"?slide={slide}")}
+
+
 def _cues_context(request, document, chunk) -> dict:
     cues = read_cues_of(document.original)
     seconds = request.GET.get("t", "")
@@ -130,6 +142,25 @@ def _email_context(document, chunk) -> dict:
                         (("from", "From"), ("to", "To"), ("cc", "Cc"), ("date", "Date"), ("subject", "Subject"))
                         if message.fields.get(key)],
             "where": f"attachment {cited_name}" if cited_name else ""}
+
+
+def preview_path(document) -> Path:
+    """Where a deck's rendered PDF is kept: a local cache beside the media, by content hash."""
+    return Path(settings.MEDIA_ROOT) / "previews" / f"{document.sha256}.slides.pdf"
+
+
+def slides_pdf(document) -> FileResponse:
+    """The deck rendered to PDF (made on first request, then cached), for the PDF viewer."""
+    if document.detected_type not in SLIDE_TYPES:
+        raise Http404("Only a .pptx presentation has rendered slides.")
+    try:
+        path = slides_as_pdf(document.original, document.filename, preview_path(document))
+    except UnreadableOriginal as exc:
+        raise Http404(str(exc)) from None
+    response = FileResponse(open(path, "rb"), content_type="application/pdf")
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def email_attachment(document, number: int) -> FileResponse:

@@ -6,6 +6,9 @@ what a viewer shows lines up with the chunks a search cites. Everything returned
 an email's HTML body comes back as the text the parser extracted, never as markup.
 """
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ import xlrd
 
 from ingest.originals import local_original
 from ingest.parsing import email as email_parser
+from ingest.parsing import office
 from ingest.parsing import pptx as pptx_parser
 from ingest.parsing import xlsx as xlsx_parser
 from ingest.parsing.base import ParseError, TransientParseError
@@ -121,6 +125,28 @@ def read_slides(field_file) -> list[Slide]:
             return slides
         except Exception as exc:
             raise UnreadableOriginal(f"The presentation could not be read ({type(exc).__name__}).") from exc
+
+
+def slides_as_pdf(field_file, filename: str, cached: Path) -> Path:
+    """The deck rendered to PDF by LibreOffice (one page per shown slide), made once into `cached`.
+
+    The conversion takes seconds (a cold LibreOffice profile each time), so it runs on the first
+    request only; the file is written beside its final name and renamed into place, so two
+    requests rendering at once both end with a whole file.
+    """
+    if cached.is_file():
+        return cached
+    with _opened(field_file) as path:
+        try:
+            with office.converted(path, "pdf", filename=filename) as pdf:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile(dir=cached.parent, suffix=".part", delete=False) as part:
+                    with open(pdf, "rb") as source:
+                        shutil.copyfileobj(source, part)
+                os.replace(part.name, cached)
+        except (ParseError, TransientParseError) as exc:
+            raise UnreadableOriginal(f"The slides could not be rendered: {exc}") from exc
+    return cached
 
 
 def read_cues_of(field_file) -> list[Cue]:

@@ -6,10 +6,13 @@ itself (openpyxl, python-pptx, the cue times), not against the viewer's own matc
 """
 
 import re
+import shutil
 from pathlib import Path
 
 import openpyxl
+import pymupdf
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from ingest.tasks import stage_outcome
@@ -148,3 +151,31 @@ def test_bad_viewer_parameters_are_not_errors(world):
     for query in ("?t=abc", "?t=-5", "?t=1e309", "?t=nan"):
         assert client.get(f"/documents/{cues.pk}/view/{query}").status_code == 200, query
     assert client.get(f"/documents/{sheet.pk}/attachments/1/").status_code == 404  # not an email
+
+
+def test_a_slide_can_be_shown_rendered_once_libreoffice_made_its_pdf(world):
+    if not shutil.which("soffice"):
+        pytest.skip("LibreOffice is not installed")
+    document = _parsed(world, DOCS / "sample-presentation.pptx")
+    chunk = document.chunks.filter(level=Chunk.Level.PARENT, slide=3).first()
+    client = _client(world.alice)
+    text_view = client.get(f"/documents/{document.pk}/view/?chunk={chunk.pk}").content.decode()
+    assert f'href="?chunk={chunk.pk}&amp;rendered=1"' in text_view
+    page = client.get(f"/documents/{document.pk}/view/?chunk={chunk.pk}&rendered=1").content.decode()
+    assert f'data-src="/documents/{document.pk}/slides.pdf"' in page and 'data-page="3"' in page
+
+    pdf = client.get(f"/documents/{document.pk}/slides.pdf")
+    assert pdf.status_code == 200 and pdf["Content-Type"] == "application/pdf"
+    assert pdf["Content-Security-Policy"].startswith("sandbox")
+    body = b"".join(pdf.streaming_content)
+    assert body.startswith(b"%PDF")
+    with pymupdf.open(stream=body, filetype="pdf") as rendered:  # a page per slide, the cited one's text on page 3
+        assert rendered.page_count == 4 and "second content slide" in rendered[2].get_text()
+    # Made once: the second request serves the cached file, not a new conversion.
+    cached = next((Path(settings.MEDIA_ROOT) / "previews").glob("*.slides.pdf"))
+    made = cached.stat().st_mtime_ns
+    again = client.get(f"/documents/{document.pk}/slides.pdf")
+    assert b"".join(again.streaming_content) == body and cached.stat().st_mtime_ns == made
+    assert _client(world.charlie).get(f"/documents/{document.pk}/slides.pdf").status_code == 404
+    sheet = _parsed(world, DOCS / "stanley-cups.xlsx")
+    assert client.get(f"/documents/{sheet.pk}/slides.pdf").status_code == 404

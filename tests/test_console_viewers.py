@@ -95,6 +95,10 @@ def test_an_xlsx_citation_opens_at_its_row_and_estimates_come_from_measurements(
     alice.goto(f"/documents/{documents['sample-presentation.pptx']}/view/?slide=3")
     assert alice.locator("[data-cited]").get_attribute("data-slide") == "3"
     shot(alice, "slide-at-citation")
+    alice.locator("[data-rendered-link]").click()  # LibreOffice renders the deck once; pdf.js shows slide 3
+    alice.wait_for_function("() => document.getElementById('pdf-viewer').dataset.rendered", timeout=120_000)
+    assert alice.locator("#pdf-viewer").get_attribute("data-rendered") == "3"
+    shot(alice, "slide-rendered")
     alice.goto(f"/documents/{documents['captions.en.vtt']}/view/?t=19")
     assert "At the right we can see" in alice.locator("tr.cited").inner_text()
     shot(alice, "transcript-at-cue")
