@@ -8,3 +8,13 @@ class ConsoleConfig(AppConfig):
     """
 
     name = "console"
+
+    def ready(self):
+        # Imported here: the receivers use the settings and the models' signals once the registry is ready.
+        from console import slide_previews
+        from memory import signals
+
+        signals.document_deleted.connect(slide_previews.remove_document_previews,
+                                         dispatch_uid="console.remove_document_previews")
+        signals.knowledge_bases_deleted.connect(slide_previews.remove_knowledge_base_previews,
+                                                dispatch_uid="console.remove_knowledge_base_previews")

@@ -8,14 +8,13 @@ pages forbid inline script by their Content-Security-Policy.
 """
 
 from io import BytesIO
-from pathlib import Path
 
-from django.conf import settings
 from django.http import FileResponse, Http404
 
 from openpyxl.utils import get_column_letter
 
 from console.shell import location_label, render_page
+from console.slide_previews import preview_path
 from console.viewer_citations import cited_attachment, cited_cues, cited_rows, cue_at
 from ingest.original_readers import (CUE_TYPES, EMAIL_TYPES, SHEET_TYPES, SLIDE_TYPES, UnreadableOriginal,
                                      read_cues_of, read_email, read_sheet, read_slides, slides_as_pdf)
@@ -142,11 +141,6 @@ def _email_context(document, chunk) -> dict:
                         (("from", "From"), ("to", "To"), ("cc", "Cc"), ("date", "Date"), ("subject", "Subject"))
                         if message.fields.get(key)],
             "where": f"attachment {cited_name}" if cited_name else ""}
-
-
-def preview_path(document) -> Path:
-    """Where a deck's rendered PDF is kept: a local cache beside the media, by content hash."""
-    return Path(settings.MEDIA_ROOT) / "previews" / f"{document.sha256}.slides.pdf"
 
 
 def slides_pdf(document) -> FileResponse:

@@ -16,7 +16,9 @@ from django.conf import settings
 from django.test import Client
 
 from ingest.tasks import stage_outcome
-from memory.models import Chunk
+from memory.actions import delete_document, delete_knowledge_base
+from memory.models import Chunk, Document
+from tenants.access import permitted_scope
 from tests.conftest import DOCS, SHARED_DATA
 from tests.test_document_cancel import upload
 
@@ -153,7 +155,7 @@ def test_bad_viewer_parameters_are_not_errors(world):
     assert client.get(f"/documents/{sheet.pk}/attachments/1/").status_code == 404  # not an email
 
 
-def test_a_slide_can_be_shown_rendered_once_libreoffice_made_its_pdf(world):
+def test_a_slide_can_be_shown_rendered_once_libreoffice_made_its_pdf(world, committed):
     if not shutil.which("soffice"):
         pytest.skip("LibreOffice is not installed")
     document = _parsed(world, DOCS / "sample-presentation.pptx")
@@ -172,10 +174,21 @@ def test_a_slide_can_be_shown_rendered_once_libreoffice_made_its_pdf(world):
     with pymupdf.open(stream=body, filetype="pdf") as rendered:  # a page per slide, the cited one's text on page 3
         assert rendered.page_count == 4 and "second content slide" in rendered[2].get_text()
     # Made once: the second request serves the cached file, not a new conversion.
-    cached = next((Path(settings.MEDIA_ROOT) / "previews").glob("*.slides.pdf"))
+    [cached] = (Path(settings.MEDIA_ROOT) / "previews").rglob("*.pdf")
     made = cached.stat().st_mtime_ns
     again = client.get(f"/documents/{document.pk}/slides.pdf")
     assert b"".join(again.streaming_content) == body and cached.stat().st_mtime_ns == made
     assert _client(world.charlie).get(f"/documents/{document.pk}/slides.pdf").status_code == 404
     sheet = _parsed(world, DOCS / "stanley-cups.xlsx")
     assert client.get(f"/documents/{sheet.pk}/slides.pdf").status_code == 404
+
+    # Deleted means deleted: the rendered slides go with their document, after the commit.
+    scope = permitted_scope(world.alice, write=True)
+    committed(delete_document, scope, Document.objects.get(pk=document.pk))
+    assert not cached.exists()
+    # … and with their knowledge base.
+    other = _parsed(world, DOCS / "sample-presentation.pptx", kb=world.notes)
+    assert client.get(f"/documents/{other.pk}/slides.pdf").status_code == 200
+    [kept] = (Path(settings.MEDIA_ROOT) / "previews").rglob("*.pdf")
+    committed(delete_knowledge_base, scope, world.notes)
+    assert not kept.exists()
