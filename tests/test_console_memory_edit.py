@@ -1,14 +1,15 @@
 """A memory's history and its edit form in the console: the same rows and the same action as
 `GET /memories/{id}/history` and `PATCH /memories/{id}`, with the console user as the actor."""
 
+import re
+
 import pytest
 from django.test import Client
 
 from memory.models import Memory, MemoryHistory
 from tests.conftest import api_client
+from tests.test_console_browser import PROCESSING_TIMEOUT_MS, browser, console, server, shot, sign_in  # noqa: F401
 from tests.test_conversation_api import index_ids, ingest, search
-
-pytestmark = pytest.mark.usefixtures("lite_vector_settings")
 
 
 def client_for(user, **kwargs):
@@ -18,7 +19,7 @@ def client_for(user, **kwargs):
 
 
 @pytest.fixture
-def fact(world, committed):
+def fact(world, committed, lite_vector_settings):
     ingest(api_client(world.alice_key), committed)
     return Memory.objects.get(kind="atomic_fact", text__icontains="lake sunrise")
 
@@ -98,3 +99,42 @@ def test_the_edit_form_needs_the_csrf_token(world, fact):
 def test_the_memory_list_links_every_memory_to_its_history_and_edit(world, fact):
     page = client_for(world.alice).get("/memories/?kind=atomic_fact").content.decode()
     assert f'href="/memories/{fact.pk}/history/"' in page and f'href="/memories/{fact.pk}/edit/"' in page
+
+
+@pytest.mark.slow
+def test_in_the_browser_an_edit_shows_in_the_history_and_search_finds_the_new_text(server, browser, tmp_path):  # noqa: F811
+    note = tmp_path / "heron-plan.txt"
+    note.write_text("Heron launch plan.\n\nThe Heron launch takes place in Porto on 9 May.\n", encoding="utf-8")
+    alice = sign_in(browser, server, "alice")
+    alice.goto("/upload/")
+    alice.set_input_files("#pick-files", [str(note)])
+    alice.wait_for_selector('#upload-list .upload-item[data-state="ready"]', timeout=PROCESSING_TIMEOUT_MS)
+
+    alice.goto("/memories/?kind=atomic_fact&q=Porto")
+    card = alice.locator(".memory", has_text="Porto").first
+    card.locator("[data-edit]").click()
+    alice.wait_for_url(re.compile(r"/memories/[0-9a-f-]{36}/edit/$"))
+    memory_id = alice.url.rsplit("/", 3)[-3]
+    alice.fill("#id_text", "   ")
+    alice.get_by_role("button", name="Save").click()
+    assert "cannot be empty" in alice.locator(".field-error").inner_text()  # a form error, nothing saved
+    alice.fill("#id_text", "The Heron launch takes place in Lisbon on 16 May.")
+    shot(alice, "memory-edit")
+    alice.get_by_role("button", name="Save").click()
+    alice.wait_for_url(server + f"/memories/{memory_id}/history/")
+    newest = alice.locator(".history-row").first
+    assert newest.get_attribute("data-event") == "UPDATE"
+    assert newest.locator(".history-actor").inner_text() == "user:alice"
+    assert "Porto" in newest.locator(".history-before").inner_text()
+    assert "Lisbon" in newest.locator(".history-after").inner_text()
+    assert alice.locator(".history-row").last.get_attribute("data-event") == "ADD"
+    shot(alice, "memory-history")
+
+    # Re-indexed at once: search finds the new text, and the old one no longer answers with this memory.
+    alice.goto("/search/?q=Heron+launch+Lisbon&method=keyword")
+    hit = alice.locator(".result", has_text="Lisbon on 16 May").first
+    assert hit.count() == 1
+    assert hit.locator(f'a[href="/memories/{memory_id}/history/"]').count() == 1
+    alice.goto("/search/?q=Porto&method=keyword")
+    assert alice.locator(f'.result a[href="/memories/{memory_id}/history/"]').count() == 0
+    assert alice.js_errors == []
