@@ -96,10 +96,12 @@ def test_every_console_page_has_no_axe_violations(console, browser, tmp_path):  
         path.write_text(f"Meeting note {i}. Project Heron item {i} is owned by person {i}.\n", encoding="utf-8")
         notes.append(str(path))
     alice.set_input_files("#pick-files", [str(PDF), *notes, str(DOCS / "empty.txt")])
+    seen = upload_states(alice)
+    audit.check(alice, f"upload just picked {sorted(seen)}")
     last = alice.locator("#upload-list .upload-item").nth(12)
     last.locator("[data-cancel]").wait_for(state="visible", timeout=60_000)
-    seen = upload_states(alice)
-    audit.check(alice, f"upload in progress {sorted(seen)}")
+    seen |= upload_states(alice)
+    audit.check(alice, f"upload in progress {sorted(upload_states(alice))}")
     last.locator("[data-cancel]").click()
     alice.wait_for_selector('#upload-list .upload-item:nth-child(13)[data-state="cancelled"]', timeout=30_000)
     alice.wait_for_function("""() => [...document.querySelectorAll('#upload-list .upload-item')]
@@ -182,6 +184,18 @@ def test_every_console_page_has_no_axe_violations(console, browser, tmp_path):  
     audit.check(vera, "knowledge bases (read-only)")
     assert vera.goto("/kbs/new/").status == 403
     audit.check(vera, "403")
+
+    # The dark theme (prefers-color-scheme) has colours of its own: contrast is checked there too.
+    for who, path in ((anonymous, "/login/"), (alice, "/"), (alice, "/upload/"), (alice, memo_url),
+                      (alice, "/search/?q=How+many+trucks+were+used%3F&method=hybrid&chunks=1"),
+                      (alice, "/memories/?kind=atomic_fact"), (alice, "/entities/"), (alice, "/profiles/u-ada/")):
+        who.emulate_media(color_scheme="dark")
+        if path == "/login/":
+            who.context.clear_cookies()
+        who.goto(path)
+        if path.startswith("/search/"):
+            who.locator("[data-why-all]").click()
+        audit.check(who, f"dark: {path}")
 
     assert not audit.violations, f"{len(audit.violations)} violations on {len(audit.pages)} pages:\n{audit.report()}"
     assert alice.js_errors == [] and vera.js_errors == []
