@@ -138,3 +138,15 @@ def test_in_the_browser_an_edit_shows_in_the_history_and_search_finds_the_new_te
     alice.goto("/search/?q=Porto&method=keyword")
     assert alice.locator(f'.result a[href="/memories/{memory_id}/history/"]').count() == 0
     assert alice.js_errors == []
+
+
+def test_a_deleted_memorys_history_stays_readable_with_its_delete_row(world, fact, committed):
+    response = committed(api_client(world.alice_key).delete, f"/api/v1/memories/{fact.pk}")
+    assert response.status_code == 200, response.content
+    alice = client_for(world.alice)
+    page = alice.get(f"/memories/{fact.pk}/history/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "This memory was deleted" in html and 'data-event="DELETE"' in html and "lake sunrise" in html
+    assert f'/memories/{fact.pk}/edit/' not in html
+    assert alice.get(f"/memories/{fact.pk}/edit/").status_code == 404
