@@ -30,7 +30,8 @@ LAYERS = ["loci", "tenants", "memory", "entities", "retrieval", "ingest", "conso
 PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
                   "loci.management")
 # What other apps may use of ingest: the upload and conversation actions, the upload limits, the
-# memory edit (PATCH's validation, which the console's edit form shares), and the REST representations of documents and memories (the MCP server answers exactly what REST answers).
+# memory edit (PATCH's validation, which the console's edit form shares), and the REST
+# representations of documents and memories (the MCP server answers exactly what REST answers).
 INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.upload_limits",
                        "ingest.api.serializers", "ingest.api.memories", "ingest.memory_edits"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.

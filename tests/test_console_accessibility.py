@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import DOCS
 from tests.test_console_browser import (  # noqa: F401 (fixtures)
-    CHROMIUM_ARGS, PASSWORDS, PDF, PROCESSING_TIMEOUT_MS, browser, console, server, sign_in)
+    PASSWORDS, PDF, PROCESSING_TIMEOUT_MS, browser, console, server, sign_in)
 from tests.worker_process import REPO
 
 pytestmark = pytest.mark.slow
@@ -61,9 +61,9 @@ def upload_states(page) -> set[str]:
     return set(page.locator("#upload-list .upload-item").evaluate_all("rows => rows.map((r) => r.dataset.state)"))
 
 
-def test_every_console_page_has_no_axe_violations(console, browser, tmp_path):  # noqa: F811
+def test_every_console_page_has_no_axe_violations(console, browser, tmp_path, monkeypatch):  # noqa: F811
     console.shell(SETUP)
-    PASSWORDS["vera"] = "vera-pw-123"
+    monkeypatch.setitem(PASSWORDS, "vera", "vera-pw-123")
     audit = Audit()
 
     anonymous = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=console.base).new_page()

@@ -102,7 +102,8 @@ def test_the_memory_list_links_every_memory_to_its_history_and_edit(world, fact)
 
 
 @pytest.mark.slow
-def test_in_the_browser_an_edit_shows_in_the_history_and_search_finds_the_new_text(server, browser, tmp_path):  # noqa: F811
+def test_in_the_browser_an_edit_shows_in_its_history_and_search_finds_the_new_text(
+        server, browser, tmp_path):  # noqa: F811
     note = tmp_path / "heron-plan.txt"
     note.write_text("Heron launch plan.\n\nThe Heron launch takes place in Porto on 9 May.\n", encoding="utf-8")
     alice = sign_in(browser, server, "alice")
