@@ -58,7 +58,7 @@ class _Sync:
         self.done = True
         try:
             sync_profiles(self.deleted, self.changed)
-        except Exception:  # a profile out of step is repaired by the next edit; the delete itself committed
+        except Exception:  # the delete or edit itself committed; the next one touching these items repairs them
             log.exception("re-deriving profiles after a delete or edit failed")
 
 
@@ -106,11 +106,15 @@ def _sync_user(kb, user_id: str, deleted: set[str], edited: list[Memory], active
         keep = {m.pk for m in folded.written if set(m.metadata.get("fact_ids", [])) & {str(f.pk) for f in active}}
         gone = deleted | {str(f.pk) for f in edited}
         forgot = forget_facts(kb.tenant_id, kb.pk, user_id, gone, actor=ACTOR, now=now, keep=keep)
-        written = {m.pk: m for m in [*folded.written, *forgot.written] if m.pk not in {d.pk for d in forgot.dropped}}
+        # The index rows hold an item's text and status, not its citations: only new items and
+        # changed statuses (each has a history row) are indexed again.
+        moved = {h.memory_id for h in [*folded.history, *forgot.history]} - {d.pk for d in forgot.dropped}
+        written = {m.pk: m for m in [*folded.written, *forgot.written] if m.pk in moved}
         link_memories([m for m in folded.written if getattr(m, "_adding", False)])
         if forgot.dropped:
             delete_memories(forgot.dropped, actor=ACTOR, reason="profile item: every fact it cited is gone")
-        transaction.on_commit(lambda: index_memories(list(written.values())))
+        if written:
+            transaction.on_commit(lambda: index_memories(list(written.values())))
 
 
 def connect() -> None:
