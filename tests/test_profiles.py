@@ -185,8 +185,9 @@ def test_llm_items_are_superseded_by_newer_ones_and_the_model_sees_the_current_p
     assert '{"subject": "Li Lei", "category": "location", "value": "Beijing"}' in second
 
 
-@pytest.mark.parametrize("failure", [[503, 503, 503], ["not json", "[1, 2]", '{"items": [{"subject": 1}]}']],
-                         ids=["http-errors", "garbage"])
+@pytest.mark.parametrize("failure", [[503, 503, 503], ["not json", "[1, 2]", '{"items": [{"subject": 1}]}'],
+                                     ['{"items": ' + "[" * 100_000 + "]" * 100_000 + "}"] * 3],
+                         ids=["http-errors", "garbage", "nested-100k-deep"])
 def test_a_failing_model_leaves_the_rules_items(fake_openai, alice, committed, failure):
     answer_by_prompt(fake_openai, extraction=[extraction(("Li Lei: I live in Beijing.", 1))], profile=failure)
     ingest(alice, committed, session="a", prefix="a", start=T1, chat=[("Li Lei", "I live in Beijing.")])
