@@ -2,7 +2,7 @@
 
 Receivers of the memory model's own signals (connected in IngestConfig.ready), so every path is
 covered without each calling us: the API's memory and session deletes, PATCH, the Django admin,
-`manage.py delete`, an episode's delete taking its facts along, a document's or KB's cascade. The
+`manage.py delete`, an episode's delete taking its facts along. The
 receivers only note ids; once the transaction commits, one callback per transaction re-derives each
 user's profile in a transaction of its own (profiles.forget_facts, and update_profiles for an edited
 or re-enabled fact, asking the LLM first when one is configured), then indexes what changed and
