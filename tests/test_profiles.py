@@ -272,3 +272,16 @@ def test_with_an_llm_an_edit_asks_the_model(fake_openai, alice, committed):
     assert response.status_code == 200, response.content
     assert [(i["value"], i["extraction_mode"]) for i in profile(alice)["items"]] == [("Hangzhou", "llm")]
     assert "[1] (Li Lei) Li Lei lives in Hangzhou." in profile_calls(fake_openai)[1]["messages"][1]["content"]
+
+
+def test_deleting_an_episode_takes_the_items_of_its_facts(world, alice, committed):
+    ingest(alice, committed, session="a", prefix="a", start=T1, chat=[("Jon", "I live in Boston.")])
+    ingest(alice, committed, session="b", prefix="b", start=T1 + timedelta(days=3), chat=[("Jon", "My dog Max loves the park.")])
+    # Another tenant's user of the same id, with the same words: untouched by alice's deletes.
+    charlie = api_client(world.charlie_key)
+    ingest(charlie, committed, session="a", prefix="a", start=T1, chat=[("Jon", "I live in Boston.")])
+    location = next(i for i in profile(alice)["items"] if i["category"] == "location")
+    episode = fact_of(location).parent
+    assert committed(alice.delete, f"/api/v1/memories/{episode.pk}").status_code in (200, 204)
+    assert [i["category"] for i in profile(alice)["items"]] == ["pet"]
+    assert [i["value"] for i in profile(charlie)["items"]] == ["Boston"]
