@@ -13,7 +13,7 @@ PYPROJECT_HASH := $(shell sha256sum pyproject.toml 2>/dev/null | cut -c1-16)
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
-.PHONY: run test install install-test migrate demo vendor-pdfjs
+.PHONY: run test install install-test migrate demo vendor-pdfjs vendor-axe
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -56,3 +56,14 @@ vendor-pdfjs:
 	cp .pdfjs-pack/package/build/pdf.min.mjs .pdfjs-pack/package/build/pdf.worker.min.mjs .pdfjs-pack/package/LICENSE static/vendor/pdfjs/
 	sed -i 's/^pdfjs-dist [0-9.]*/pdfjs-dist $(PDFJS_VERSION)/' static/vendor/pdfjs/README.md
 	rm -rf .pdfjs-pack
+
+# The accessibility test's checker: axe-core's single built file, vendored for the tests only (never
+# served by the console; no npm at test time). Run by hand to move to another version; commit the result.
+AXE_VERSION ?= 4.14.1
+vendor-axe:
+	rm -rf .axe-pack && mkdir .axe-pack
+	cd .axe-pack && npm pack axe-core@$(AXE_VERSION) && tar xzf axe-core-$(AXE_VERSION).tgz
+	mkdir -p tests/data/axe
+	cp .axe-pack/package/axe.min.js .axe-pack/package/LICENSE tests/data/axe/
+	printf 'axe-core %s (https://www.npmjs.com/package/axe-core), MPL-2.0 (LICENSE beside this file).\nOnly its built file axe.min.js, copied unchanged; tests/test_console_accessibility.py injects it into\nevery console page. Refresh with `make vendor-axe AXE_VERSION=x.y.z`.\n' $(AXE_VERSION) > tests/data/axe/README.md
+	rm -rf .axe-pack

@@ -5,20 +5,32 @@ as a flush would; the facts are folded with the rules of ingest/conversation/pro
 ingest/conversation/profiles.py stores them (single-valued categories superseded by the newer value,
 interests from INTEREST_MIN_FACTS facts). Also times the rules per MemCell (the per-flush cost).
 
-    PYTHONPATH=. .venv/bin/python bench/profiles.py
+With --db it times the stored profile step instead, on LoCoMo conversation 0 in a fresh database
+(SQLite in a temporary LOCI_VAR_DIR, or DATABASE_URL's): each MemCell's deterministic facts are
+written as a flush writes them, then `update_profiles` folds them (timed per MemCell, the profile
+growing), then one fact and one session are deleted (profiles_sync re-derives on commit), and a session
+without the re-derivation for comparison.
+The LLM path is not timed: it needs a real model (its cost is one chat call per flush).
+
+    PYTHONPATH=. .venv/bin/python bench/profiles.py [--db]
 """
 
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import tempfile
+
 import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
+if "--db" in sys.argv and not os.environ.get("DATABASE_URL"):
+    os.environ["LOCI_VAR_DIR"] = tempfile.mkdtemp(prefix="loci-bench-profiles-")
 django.setup()
 
 from ingest.conversation.profile_rules import SINGLE_VALUED, interests_in, items_in  # noqa: E402
@@ -66,8 +78,78 @@ def matches(pred: tuple, gold: dict) -> bool:
     return any(w in value.lower() for w in words)
 
 
+def stored(conversation: dict) -> dict:
+    """Time the database side of profiles on one conversation: folding each MemCell, then re-deriving."""
+    from django.core.management import call_command
+    from django.db import transaction
+    from django.db.models.signals import post_delete
+    from django.utils.timezone import now
+
+    from ingest.conversation.profiles import update_profiles
+    from ingest.pipeline import memory_uuid
+    from memory.models import Memory
+    from tenants.models import KnowledgeBase, Tenant
+
+    call_command("migrate", verbosity=0)
+    tenant = Tenant.objects.create(slug="bench-profiles", name="Bench profiles")
+    kb = KnowledgeBase.objects.create(tenant=tenant, slug="chats", name="Chats")
+    conv = conversation["conversation"]
+    names = [conv["speaker_a"], conv["speaker_b"]]
+    sessions = sorted((int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k)))
+    extractor, fold_ms, facts_total = DeterministicExtractor(), [], 0
+    for n in sessions:
+        when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+        turns = conv[f"session_{n}"]
+        for start in range(0, len(turns), MEMCELL):
+            passages = [Passage(t["dia_id"], t["text"], t["speaker"], when) for t in turns[start:start + MEMCELL]]
+            facts = extractor.extract(ExtractionUnit("", passages, "en", when, {"participants": names})).facts
+            segment = memory_uuid("bench-memcell", kb.pk, n, start)
+            rows = [Memory(id=memory_uuid("bench", kb.pk, segment, i), tenant=tenant, kb=kb,
+                           kind=Memory.Kind.ATOMIC_FACT, text=f.text, user_id="u1", session_id=f"s{n}",
+                           segment_id=segment, source_message_ids=list(f.source_ids), occurred_at=when,
+                           content_hash=Memory.hash_text(f.text), metadata={"subject": f.subject or ""})
+                    for i, f in enumerate(facts)]
+            Memory.objects.bulk_create(rows)
+            facts_total += len(rows)
+            began = time.perf_counter()
+            with transaction.atomic():
+                update_profiles(kb, rows, actor="bench", now=now())
+            fold_ms.append((time.perf_counter() - began) * 1000)
+    items = Memory.objects.filter(kb=kb, kind=Memory.Kind.PROFILE).count()
+    cited = [m.metadata["fact_ids"][0] for m in Memory.objects.filter(kb=kb, kind=Memory.Kind.PROFILE)[:2]]
+
+    def timed(doomed) -> float:
+        """A delete as the API runs it: the rows go, and on commit profiles_sync re-derives the profile
+        (forget_facts, dropping and re-indexing items)."""
+        began = time.perf_counter()
+        with transaction.atomic():
+            doomed.delete()
+        return round((time.perf_counter() - began) * 1000, 1)
+
+    cold = timed(Memory.objects.filter(pk=cited[0]))  # the first delete also opens the index backends
+    one_fact = timed(Memory.objects.filter(pk=cited[1]))
+    one_session = timed(Memory.objects.filter(kb=kb, session_id="s1"))
+    post_delete.disconnect(dispatch_uid="ingest.profiles-fact-deleted", sender=Memory)
+    baseline = timed(Memory.objects.filter(kb=kb, session_id="s2"))  # the same delete without re-derivation
+    first, last = fold_ms[:10], fold_ms[-10:]  # does the cost grow with the profile?
+    fold_ms.sort()
+    return {"database": django.db.connection.vendor, "memcells": len(fold_ms), "facts": facts_total,
+            "profile_items": items, "fold_ms_per_memcell_p50": round(fold_ms[len(fold_ms) // 2], 1),
+            "fold_ms_per_memcell_p90": round(fold_ms[int(len(fold_ms) * 0.9)], 1),
+            "fold_ms_per_memcell_max": round(fold_ms[-1], 1),
+            "fold_ms_mean_first_10": round(sum(first) / len(first), 1),
+            "fold_ms_mean_last_10": round(sum(last) / len(last), 1),
+            "delete_first_fact_ms_cold": cold, "delete_one_fact_ms": one_fact, "delete_session_1_ms": one_session,
+            "delete_session_2_ms_without_profile_sync": baseline}
+
+
 def main() -> int:
     data = json.loads(DATA.read_text())
+    if "--db" in sys.argv:
+        print(json.dumps(stored(data[0])))
+        if "loci-bench-profiles-" in os.environ.get("LOCI_VAR_DIR", ""):
+            shutil.rmtree(os.environ["LOCI_VAR_DIR"], ignore_errors=True)
+        return 0
     gold = json.loads(GOLD.read_text())["items"]
     tp_pred = fp = 0
     hit_gold = set()

@@ -10,7 +10,8 @@ from console.shell import console_scope, render_page
 from entities.models import Entity
 from entities.resolution import entity_key
 from memory.models import Memory
-from retrieval.api.entities import MAX_MEMORIES, MAX_QUERY, _readable_mentions, _visible
+from entities.visibility import readable_mentions, visible_entities
+from retrieval.api.entities import MAX_MEMORIES, MAX_QUERY
 from retrieval.search.memory_kinds import profile_item
 
 ENTITIES_PER_PAGE = 50
@@ -21,7 +22,7 @@ MAX_PROFILE_ITEMS = 500
 def entity_list(request):
     scope = console_scope(request)
     params = request.GET
-    qs = _visible(scope)
+    qs = visible_entities(scope)
     kind = params.get("type", "")
     if kind in Entity.Type.values:
         qs = qs.filter(type=kind)
@@ -39,10 +40,10 @@ def entity_list(request):
 @login_required
 def entity_detail(request, pk):
     scope = console_scope(request)
-    entity = _visible(scope).filter(pk=pk).first()
+    entity = visible_entities(scope).filter(pk=pk).first()
     if entity is None:  # another tenant's, or named only where this user may not read: the same 404
         raise Http404("No such entity.")
-    mentions = list(_readable_mentions(scope).filter(entity=entity).select_related("memory__kb", "memory__document")
+    mentions = list(readable_mentions(scope).filter(entity=entity).select_related("memory__kb", "memory__document")
                     .order_by("-memory__occurred_at", "-memory__created_at")[:MAX_MEMORIES])
     return render_page(request, scope, "knowledge/entity_detail.html", {
         "section": "entities", "entity": entity, "aliases": sorted({a.surface for a in entity.aliases.all()}),

@@ -12,3 +12,7 @@ class IngestConfig(AppConfig):
         from ingest.sweeper import start_sweeper_in_worker
 
         signals.worker_ready.connect(start_sweeper_in_worker, dispatch_uid="ingest.start_sweeper")
+
+        from ingest.conversation import profiles_sync
+
+        profiles_sync.connect()  # profiles follow deletes and edits of the facts they cite

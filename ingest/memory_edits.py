@@ -16,8 +16,12 @@ from tenants.models import KnowledgeBase
 EDITABLE_STATUSES = (Memory.Status.ACTIVE, Memory.Status.DISABLED)
 
 
-def patch_memory(scope: Scope, memory: Memory, *, text: str | None = None, status: str | None = None) -> Memory:
-    """Apply a text and/or status change; both land or neither does. A no-op change writes nothing."""
+def patch_memory(scope: Scope, memory: Memory, *, text: str | None = None, status: str | None = None,
+                 via: str = "the API") -> Memory:
+    """Apply a text and/or status change; both land or neither does. A no-op change writes nothing.
+
+    `via` names the entry point (the API, the console) in the history row's reason.
+    """
     scope.require_kb(memory.kb_id)
     if text is None and status is None:
         raise ConversationError("Send 'text', 'status' or both.")
@@ -32,10 +36,10 @@ def patch_memory(scope: Scope, memory: Memory, *, text: str | None = None, statu
     with transaction.atomic():
         memory = Memory.objects.select_for_update().get(pk=memory.pk)
         if text is not None and text != memory.text:
-            update_memory_text(memory, text, actor=scope.actor, reason="edited through the API")
+            update_memory_text(memory, text, actor=scope.actor, reason=f"edited through {via}")
         if status is not None and status != memory.status:
             set_memory_status(Memory.objects.filter(pk=memory.pk), status, actor=scope.actor,
-                              reason="status set through the API")
+                              reason=f"status set through {via}")
             memory.refresh_from_db()
     return memory
 
@@ -53,3 +57,14 @@ def memory_history(scope: Scope, memory_id) -> list[MemoryHistory]:
     elif set(KnowledgeBase.objects.filter(tenant=scope.tenant).values_list("id", flat=True)) - scope.kb_ids:
         return []
     return list(MemoryHistory.objects.filter(memory_id=memory_id, tenant=scope.tenant).order_by("created_at", "id"))
+
+
+def history_entry(row: MemoryHistory) -> dict:
+    """One history row as the API and the console show it: ADD has no before, DELETE no after."""
+    add, delete = row.event == MemoryHistory.Event.ADD, row.event == MemoryHistory.Event.DELETE
+    return {
+        "id": row.pk, "memory_id": str(row.memory_id), "event": row.event, "actor": row.actor, "reason": row.reason,
+        "created_at": row.created_at,
+        "before": None if add else {"text": row.old_text, "status": row.old_status},
+        "after": None if delete else {"text": row.new_text, "status": row.new_status},
+    }

@@ -86,7 +86,7 @@ def parse_json_reply(text: str | None) -> dict:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a reply nested thousands of levels deep
             continue
         if isinstance(value, dict):
             return value

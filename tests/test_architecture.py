@@ -30,11 +30,12 @@ LAYERS = ["loci", "tenants", "memory", "entities", "retrieval", "ingest", "conso
 PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
                   "loci.management")
 # What other apps may use of ingest: the upload and conversation actions, the upload limits, the
-# REST representations of documents and memories (the MCP server answers exactly what REST answers),
-# and the readers of an original the console's viewers show (read by the parsers' own code).
+# memory edit (PATCH's validation, which the console's edit form shares), the REST representations
+# of documents and memories (the MCP server answers exactly what REST answers), and the readers of
+# an original the console's viewers show (read by the parsers' own code).
 INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.upload_limits",
-                       "ingest.original_readers",
-                       "ingest.api.serializers", "ingest.api.memories"}
+                       "ingest.api.serializers", "ingest.api.memories", "ingest.memory_edits",
+                       "ingest.original_readers"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {
     "loci.llm": "imports openai",

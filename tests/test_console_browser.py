@@ -58,8 +58,9 @@ def _wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """Base URL of a web server with a worker behind it; both stopped (by process group) afterwards."""
+def console(tmp_path_factory):
+    """A web server with a worker behind it (`.base`, and `.shell(code)` to run Django code against
+    the same database); both stopped (by process group) afterwards."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")
     var = tmp_path_factory.mktemp("console")
@@ -77,7 +78,7 @@ def server(tmp_path_factory):
         base = f"http://127.0.0.1:{port}"
         _wait_for_http(base + "/login/", web, web_log)
         worker.wait_ready()
-        yield base
+        yield ConsoleServer(base, env)
     finally:
         if web.poll() is None:
             os.killpg(web.pid, signal.SIGTERM)
@@ -88,6 +89,23 @@ def server(tmp_path_factory):
                 web.wait(timeout=15)
         worker.stop(timeout=15)
         stop_milvus_lite(var)
+
+
+class ConsoleServer:
+    def __init__(self, base: str, env: dict):
+        self.base, self.env = base, env
+
+    def shell(self, code: str) -> str:
+        """Run Django code in the server's database (a `manage.py shell -c`); what it printed."""
+        done = subprocess.run([PYTHON, "manage.py", "shell", "-c", code], cwd=REPO, env=self.env, check=True,
+                              capture_output=True, text=True, timeout=180)
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def server(console):
+    """Base URL of the console's web server."""
+    return console.base
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.conversation.actions import ConversationError
-from ingest.memory_edits import EDITABLE_STATUSES, memory_history, patch_memory
+from ingest.memory_edits import EDITABLE_STATUSES, history_entry, memory_history, patch_memory
 from memory.models import MemoryHistory
 from tenants.api.scoping import request_scope
 
@@ -41,16 +41,6 @@ class HistoryEntrySerializer(serializers.Serializer):
 class HistorySerializer(serializers.Serializer):
     memory_id = serializers.UUIDField()
     history = HistoryEntrySerializer(many=True, help_text="oldest first")
-
-
-def history_entry(row: MemoryHistory) -> dict:
-    add, delete = row.event == MemoryHistory.Event.ADD, row.event == MemoryHistory.Event.DELETE
-    return {
-        "id": row.pk, "memory_id": str(row.memory_id), "event": row.event, "actor": row.actor, "reason": row.reason,
-        "created_at": row.created_at,
-        "before": None if add else {"text": row.old_text, "status": row.old_status},
-        "after": None if delete else {"text": row.new_text, "status": row.new_status},
-    }
 
 
 class MemoryHistoryView(APIView):

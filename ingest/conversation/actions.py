@@ -19,7 +19,7 @@ from entities.actions import link_memories
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
-from ingest.conversation.profiles import update_profiles
+from ingest.conversation.profiles import plan_profiles, update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
@@ -179,6 +179,10 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts],
                        [f.note for f in facts]) if texts else []
     future = plan_foresight(messages, [speaker(m) for m in messages])
+    # The model's profile items (None: the rules'), asked here, outside the transaction, for the facts
+    # _write_facts will create, in its order (duplicates of stored facts create none).
+    proposed = plan_profiles(kb, user_id, [(facts[p.index].subject or "", texts[p.index])
+                                           for p in plans if p.duplicate_of is None])
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -197,7 +201,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
             created, changed = _write_facts(kb, episode, facts, texts, plans, cited, mode, scope.actor, now)
             foresight = foresight_memories(episode, future, attributed)
             Memory.objects.bulk_create(foresight)
-            profile = update_profiles(kb, created, actor=scope.actor, now=now)
+            profile = update_profiles(kb, created, actor=scope.actor, now=now, proposed=proposed)
             link_memories([episode, *created, *foresight, *profile.written])
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,

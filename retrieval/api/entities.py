@@ -7,7 +7,6 @@ An entity belongs to its tenant; it is shown only through mentions in memories t
 read (its KBs, active), and every count is of those mentions alone.
 """
 
-from django.db.models import Count, Q
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -16,9 +15,10 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entities.models import Entity, EntityMention
+from entities.models import Entity
 from entities.resolution import entity_key
-from memory.models import Chunk, Memory
+from entities.visibility import readable_mentions, visible_entities
+from memory.models import Chunk
 from retrieval.api.serializers import SourceSerializer
 from retrieval.results import _chunk_source, memory_sources
 from tenants.api.scoping import request_scope
@@ -66,22 +66,9 @@ class EntityPagination(PageNumberPagination):
     max_page_size = 100
 
 
-def _readable_mentions(scope):
-    return EntityMention.objects.filter(tenant=scope.tenant, kb_id__in=scope.kb_ids,
-                                        memory__status=Memory.Status.ACTIVE)
-
-
-def _visible(scope, kb_ids=None):
-    """The tenant's entities with at least one readable mention, annotated with their count."""
-    kb_ids = scope.kb_ids if kb_ids is None else kb_ids
-    readable = Q(mentions__kb_id__in=kb_ids, mentions__memory__status=Memory.Status.ACTIVE)
-    return (Entity.objects.filter(tenant=scope.tenant).annotate(mention_count=Count("mentions", filter=readable))
-            .filter(mention_count__gt=0))
-
-
 def _modes(scope, entity_ids) -> dict[int, list[str]]:
     out: dict[int, set] = {}
-    for entity_id, mode in _readable_mentions(scope).filter(entity_id__in=entity_ids).values_list(
+    for entity_id, mode in readable_mentions(scope).filter(entity_id__in=entity_ids).values_list(
             "entity_id", "mode").distinct():
         out.setdefault(entity_id, set()).add(mode)
     return {k: sorted(v) for k, v in out.items()}
@@ -110,7 +97,7 @@ class EntitiesView(APIView):
                          .values_list("pk", flat=True))
             if not kb_ids:
                 raise ValidationError({"kb": f"Unknown knowledge base '{params['kb']}'."})
-        qs = _visible(scope, kb_ids)
+        qs = visible_entities(scope, kb_ids)
         kind = params.get("type")
         if kind:
             if kind not in Entity.Type.values:
@@ -133,10 +120,10 @@ class EntityDetailView(APIView):
     @extend_schema(responses=EntityDetailSerializer)
     def get(self, request, pk: int):
         scope = request_scope(request)
-        entity = _visible(scope).filter(pk=pk).first()
+        entity = visible_entities(scope).filter(pk=pk).first()
         if entity is None:  # another tenant's, or named only where the caller may not read: the same 404
             raise Http404("No such entity.")
-        mentions = list(_readable_mentions(scope).filter(entity=entity).select_related("memory__kb")
+        mentions = list(readable_mentions(scope).filter(entity=entity).select_related("memory__kb")
                         .prefetch_related("memory__source_chunks__document")
                         .order_by("-memory__occurred_at", "-memory__created_at")[:MAX_MEMORIES])
         aliases = sorted({a.surface for a in entity.aliases.all()})

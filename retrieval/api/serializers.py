@@ -123,7 +123,8 @@ class ProfileItemSerializer(serializers.Serializer):
     text = serializers.CharField()
     kind = serializers.ChoiceField(["explicit", "implicit"], help_text="implicit: a recurring interest")
     status = serializers.ChoiceField(["active", "superseded", "disabled"])
-    extraction_mode = serializers.ChoiceField(["deterministic", "llm"])
+    extraction_mode = serializers.ChoiceField(["deterministic", "llm"], help_text="what created the item: the "
+                                              "LLM (when configured) or the rules (without one, or when it failed)")
     since = serializers.DateTimeField(allow_null=True, help_text="time of the first fact behind it")
     last_seen = serializers.DateTimeField(allow_null=True, help_text="time of the latest fact behind it")
     fact_ids = serializers.ListField(child=serializers.UUIDField(), help_text="the facts it was built from")

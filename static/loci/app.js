@@ -452,9 +452,10 @@
       summary.textContent = parts.join(" · ");
     }
 
-    $$("[data-filter]", root).forEach((button) => {
+    // button[…]: the table carries data-filter too (the CSS hides rows by it), and must not get aria-pressed.
+    $$("button[data-filter]", root).forEach((button) => {
       button.addEventListener("click", () => {
-        $$("[data-filter]", root).forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+        $$("button[data-filter]", root).forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
         $("#upload-table").dataset.filter = button.dataset.filter;
       });
     });
@@ -469,10 +470,10 @@
         input.value = "";
       });
     });
-    zone.addEventListener("click", (e) => { if (!e.target.closest("label")) pickFiles.click(); });
-    zone.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pickFiles.click(); }
-    });
+    // A click anywhere on the zone picks files (a mouse convenience); the keyboard reaches the two
+    // file inputs behind "choose files" / "choose a folder", so the zone itself is not a control
+    // (a control around other controls is what screen readers cannot announce, axe nested-interactive).
+    zone.addEventListener("click", (e) => { if (!e.target.closest("label, input")) pickFiles.click(); });
     ["dragenter", "dragover"].forEach((type) => zone.addEventListener(type, (e) => {
       e.preventDefault();
       zone.classList.add("is-over");

@@ -33,6 +33,9 @@ async function show(number) {
   old.replaceWith(layer);
   const textLayer = new pdfjsLib.TextLayer({ textContentSource: await page.getTextContent(), container: layer, viewport });
   await textLayer.render();
+  // pdf.js measures text on a canvas it appends to <body>: nothing to read there, so hide it from
+  // assistive technology (it would sit outside every landmark).
+  document.querySelectorAll("body > .hiddenCanvasElement").forEach((c) => c.setAttribute("aria-hidden", "true"));
   let marked = 0;
   if (wanted) {
     layer.querySelectorAll("span").forEach((span) => {
