@@ -241,7 +241,8 @@
       switch (doc.phase) {
         case "queued": return ["waiting " + fmtSeconds(doc.waiting_seconds ?? doc.waited_seconds), estimateText(doc, " of work")]
           .filter(Boolean).join(" · ");
-        case "working": return ["running " + fmtSeconds(doc.took_seconds), estimateText(doc, " left")].filter(Boolean).join(" · ");
+        // A stage that has just claimed the document may not have written its start yet: it has run under 1 s.
+        case "working": return ["running " + fmtSeconds(doc.took_seconds ?? 0), estimateText(doc, " left")].filter(Boolean).join(" · ");
         case "ready": return "took " + fmtSeconds(doc.took_seconds);
         default:
           if (!doc.started) return "stopped before any stage started";
