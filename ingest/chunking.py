@@ -28,6 +28,9 @@ class ChildSpec:
     end_time: float | None = None
     speaker: str = ""
     kind: str = "paragraph"
+    # Cues packed into this child, as [character offset in `text`, start_time, end_time]: a fact cites
+    # the cue it was said in, not the whole window (retrieval/results.py). Empty for other kinds.
+    cues: list = field(default_factory=list)
 
 
 @dataclass
@@ -98,7 +101,8 @@ def _pieces(blocks: list[Block]) -> list[ChildSpec]:
 
 
 def _spec(block: Block, text: str, tokens: int) -> ChildSpec:
-    return ChildSpec(text, tokens, block.page, block.start_time, block.end_time, block.speaker, block.kind)
+    cues = [[0, block.start_time, block.end_time]] if block.kind == "cue" else []
+    return ChildSpec(text, tokens, block.page, block.start_time, block.end_time, block.speaker, block.kind, cues)
 
 
 def _split_long(text: str, *, is_table: bool) -> list[str]:
@@ -159,13 +163,15 @@ def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
             and (piece.kind != "cue" or last.speaker == piece.speaker or not piece.speaker)
         ):
             sep = "\n" if piece.kind in ("cue", "table") else "\n\n"
+            offset = len(last.text) + len(sep)
+            last.cues += [[offset + at, start, end] for at, start, end in piece.cues]
             last.text = f"{last.text}{sep}{piece.text}"
             last.tokens += piece.tokens
             last.end_time = piece.end_time if piece.end_time is not None else last.end_time
             if last.page is None:
                 last.page = piece.page
             continue
-        packed.append(ChildSpec(**vars(piece)))
+        packed.append(ChildSpec(**{**vars(piece), "cues": [list(c) for c in piece.cues]}))
     return packed
 
 

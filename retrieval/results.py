@@ -1,5 +1,8 @@
 """Turn index hits into response items with their sources, straight from the database."""
 
+from bisect import bisect_right
+from difflib import SequenceMatcher
+
 from django.db.models import Q
 
 from memory.models import Chunk, Memory, Message
@@ -55,11 +58,48 @@ def texts(ids: list[str], chars: int = 400) -> dict[str, str]:
 def memory_sources(memory: Memory) -> list[dict]:
     chunks = sorted(memory.source_chunks.all(), key=lambda c: (c.level != "child", c.ordinal))
     sources = [_chunk_source(c) for c in chunks if c.level == Chunk.Level.CHILD]
+    if memory.kind == Memory.Kind.ATOMIC_FACT:
+        for source, chunk in zip(sources, (c for c in chunks if c.level == Chunk.Level.CHILD)):
+            span = cue_span(chunk, memory.text)
+            if span:
+                source["start_time"], source["end_time"] = span
     if not sources:
         sources = [_chunk_source(c) for c in chunks]
     sources += [{"type": "message", "message_id": mid, "session_id": memory.session_id}
                 for mid in memory.source_message_ids]
     return sources
+
+
+# A piece of the fact's text that matches the chunk's counts as where it was said from this many
+# characters on: shorter common runs ("Emo. ", "the ") occur in every cue.
+_MIN_MATCH = 6
+
+
+def cue_span(chunk: Chunk, fact: str) -> tuple[float, float] | None:
+    """(start, end) of the cues of a transcript chunk the fact was taken from, or None.
+
+    A child chunk packs many cues (ingest/chunking.py keeps where each begins); a fact is one
+    sentence of them, usually verbatim, sometimes with a speaker or a pronoun replaced, so the
+    place is found by its longest common run with the chunk's text and the matching runs near it."""
+    cues = chunk.metadata.get("cues") if isinstance(chunk.metadata, dict) else None
+    if not cues or not fact:
+        return None
+    at = chunk.text.find(fact)
+    if at >= 0:
+        first, last = at, at + len(fact)
+    else:
+        matcher = SequenceMatcher(None, chunk.text, fact, autojunk=False)
+        best = matcher.find_longest_match(0, len(chunk.text), 0, len(fact))
+        if best.size < min(_MIN_MATCH, len(fact)):
+            return None
+        reach = len(fact) + _MIN_MATCH  # runs farther from the best one than the fact is long are elsewhere
+        runs = [b for b in matcher.get_matching_blocks() if b.size >= _MIN_MATCH and abs(b.a - best.a) <= reach]
+        first = min([best.a] + [b.a for b in runs])
+        last = max([best.a + best.size] + [b.a + b.size for b in runs])
+    offsets = [c[0] for c in cues]
+    i, j = max(0, bisect_right(offsets, first) - 1), max(0, bisect_right(offsets, last - 1) - 1)
+    start, end = cues[i][1], cues[j][2]
+    return (start, end) if start is not None and end is not None else None
 
 
 def most_relevant_first(sources: list[dict], facts: list[dict]) -> list[dict]:
