@@ -1,5 +1,7 @@
 """Document extraction on real files: key-value lines, tables, reference lists (issue 16)."""
 
+import re
+
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.deterministic import DeterministicExtractor
 from ingest.parsing.dispatch import parse_file
@@ -68,3 +70,17 @@ def test_it_keeps_licence_boilerplate_and_reference_lines_out_of_facts():
         Passage("p1", "Retrieved 23 June 2020."), Passage("p2", "ISBN 1-85291-662-1.")])
     assert [f.text for f in DeterministicExtractor().extract(unit).facts] == [
         "Norwich City were founded in 1902 at the Criterion Café."]
+
+
+def test_a_table_sections_summary_names_its_columns_and_rows_not_one_rows_value():
+    """Issue 16: an episode summary of a sheet stated one row's value (the Blues' cups) for the sheet,
+    and was the first answer to a question about another row."""
+    path = DOCS / "stanley-cups.xlsx"
+    summaries = []
+    for section in parse_file(path, path.name).sections:
+        passages = [Passage(f"block-{i}", b.text) for i, b in enumerate(section.blocks) if b.text.strip()]
+        summaries.append(DeterministicExtractor().extract(
+            ExtractionUnit(" › ".join(section.section_path), passages)).summary)
+    since_67 = next(s for s in summaries if s.startswith("Stanley Cups Since 67"))
+    assert since_67 == "Stanley Cups Since 67: a table of 3 rows with the columns Team, Location, Stanley Cups."
+    assert not any(re.search(r"Stanley Cups: \d", s) for s in summaries), summaries

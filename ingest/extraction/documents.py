@@ -100,15 +100,32 @@ def _looks_like_heading(text: str, cjk: bool) -> bool:
     return len(tokens) <= 8 and capitalised >= 0.6 * len(tokens)
 
 
-def summary(kept: list[Candidate], passages: list[Passage], zh: bool) -> str:
+def summary(kept: list[Candidate], passages: list[Passage], zh: bool, label: str = "") -> str:
     budget = summaries.budget_for(zh)
-    prose = [c for c in kept if not c.is_row] or kept
+    prose = [c for c in kept if not c.is_row]
+    if not prose and kept:
+        return summaries.trimmed(table_summary(kept, label, zh), budget, zh)
     if not prose:
         return summaries.trimmed(" ".join(p.text.strip() for p in passages), budget, zh)
     # The summary repeats the original sentence: the "[Topic]" prefix only helps a fact read alone.
     picked = summaries.pick(prose, budget, zh)
     sentences = [summaries.ended(_unprefixed(c.text), zh) for c in picked]
     return summaries.trimmed(summaries.joined(sentences, zh), budget, zh)
+
+
+def table_summary(rows: list[Candidate], label: str, zh: bool) -> str:
+    """What a section of table rows holds: its columns and how many rows, not one row's values.
+
+    The central rows made the summary before, so the episode of a sheet stated one row's figures
+    ("Stanley Cups Since 67: Team: Blues | … | Stanley Cups: 1") and answered a question about
+    another row with them; each row is a fact of its own."""
+    cells = [cell.split(": ", 1) for row in rows for cell in row.original.split(" | ")]
+    columns = list(dict.fromkeys(c[0] for c in cells if len(c) == 2 and c[0]))[:12]
+    if zh:
+        text = f"表格，共 {len(rows)} 行" + (f"，列：{'、'.join(columns)}" if columns else "") + "。"
+        return f"{label}：{text}" if label else text
+    text = f"a table of {len(rows)} rows" + (f" with the columns {', '.join(columns)}" if columns else "") + "."
+    return f"{label}: {text}" if label else text[:1].upper() + text[1:]
 
 
 def _unprefixed(text: str) -> str:
