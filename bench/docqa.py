@@ -9,7 +9,8 @@ console shows by default; `--memory-types episode,atomic_fact` for the API's def
 the answer in the first 200 characters of the merged order's text (ans@200), and the rank of the
 first answering item (MRR over the top-k, and how many questions have one at all). An item answers
 when an answer string appears in its text (case- and space-insensitively) and it comes from the
-question's source file. Beside them, in the same run, flat BM25 and flat dense (the same embedder)
+question's source file or a copy of it (the questions file's `copies`: the same table as CSV, TSV
+and a sheet, a page as PDF and as a scan, one e-mail as .eml and .msg). Beside them, in the same run, flat BM25 and flat dense (the same embedder)
 over the child chunks of the same documents. Rows per question kind and for the cross-language
 questions follow the totals.
 
@@ -83,12 +84,18 @@ class Scores:
                 "MRR": round(self.reciprocal / n, 3), "found": self.found}
 
 
-def load_questions(path: Path) -> list[dict]:
-    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+def load_questions(path: Path) -> tuple[list[dict], dict[str, set[str]]]:
+    """The questions, and for each source file the set of files that count as it (itself and its copies)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    questions = data["questions"]
     for q in questions:
         if not (DOCS / q["source"]).is_file():
             raise SystemExit(f"{q['id']}: source file {q['source']} is not under {DOCS}")
-    return questions
+    same = {q["source"]: {q["source"]} for q in questions}
+    for group in data.get("copies", []):
+        for name in group:
+            same.setdefault(name, {name}).update(group)
+    return questions, same
 
 
 def groups(q: dict) -> list[str]:
@@ -108,7 +115,7 @@ def main(argv=None):
                         help="what each search asks for (the console's default: all three)")
     parser.add_argument("--dump", help="write every question's ranks and first items to this JSON file")
     args = parser.parse_args(argv)
-    questions = load_questions(Path(args.questions))
+    questions, same_as = load_questions(Path(args.questions))
     os.environ.setdefault("LLM_DISABLED", "1")  # the embedded stack without an LLM: the deterministic extractor
     setup_django()
     logging.disable(logging.WARNING)
@@ -140,9 +147,9 @@ def main(argv=None):
     dump = {q["id"]: {"question": q["question"], "answers": q["answers"], "source": q["source"]} for q in questions}
 
     def score(name: str, q: dict, ranked: list[tuple[str, set[int]]], kinds: list[str] = ()) -> None:
-        wanted = document_of[q["source"]]
+        wanted = {document_of[name] for name in same_as[q["source"]] if name in document_of}
         answers = [normalised(a) for a in q["answers"]]
-        answering = [wanted in docs and any(a in normalised(text) for a in answers) for text, docs in ranked]
+        answering = [bool(wanted & docs) and any(a in normalised(text) for a in answers) for text, docs in ranked]
         context = "".join(text for text, _ in ranked)
         table = results.setdefault(name, {})
         rank = None
