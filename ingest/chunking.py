@@ -150,11 +150,33 @@ def _is_cjk(char: str) -> bool:
     return "\u3000" <= char <= "\u9fff" or "\uff00" <= char <= "\uffef"
 
 
+# A table's caption ("Hardness of grade SNB22-3" above the hardness table) is one short line without
+# a sentence end; alone it was a chunk that matched the question best and held no answer.
+CAPTION_MAX_TOKENS = 30
+_ENDS_SENTENCE = re.compile(r"[.!?。！？;；]\s*$")
+
+
+def _is_caption(piece: ChildSpec) -> bool:
+    text = piece.text.strip()
+    return (piece.kind in _PROSE and piece.tokens <= CAPTION_MAX_TOKENS and "\n" not in text
+            and not _ENDS_SENTENCE.search(text))
+
+
 def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
-    """Merge consecutive small pieces of the same kind (and speaker) up to CHILD_MAX_TOKENS."""
+    """Merge consecutive small pieces of the same kind (and speaker) up to CHILD_MAX_TOKENS; a
+    caption line joins the table after it."""
     packed: list[ChildSpec] = []
     for piece in pieces:
         last = packed[-1] if packed else None
+        if (last is not None and piece.kind == "table" and _is_caption(last)
+                and last.tokens + piece.tokens <= CHILD_MAX_TOKENS):
+            # table_rows (extraction) reads one line without cells above the rows as no row.
+            last.text = f"{last.text.strip()}\n{piece.text}"
+            last.tokens += piece.tokens
+            last.kind = "table"
+            if last.page is None:
+                last.page = piece.page
+            continue
         if (
             last is not None
             and last.tokens < CHILD_MIN_TOKENS

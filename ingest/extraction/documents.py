@@ -19,8 +19,12 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
         reference = passage.timestamp or unit.reference_time
         rows = table_rows(passage.text)
         if rows:
+            # A caption line above the rows (ingest/chunking.py keeps it with its table) says what
+            # the table is about better than the section's title: "Hardness of grade SNB22-3".
+            first = passage.text.strip().split("\n", 1)[0].strip()
+            prefix = first if "|" not in first and len(rows) < len(passage.text.strip().splitlines()) else label
             for row in rows:
-                text = f"{label}: {row}" if label else row
+                text = f"{prefix}: {row}" if prefix else row
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
         for sentence in split_sentences(passage.text):
