@@ -2,6 +2,7 @@
 
 import re
 
+from ingest.chunking import chunk_document
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.deterministic import DeterministicExtractor
 from ingest.parsing.dispatch import parse_file
@@ -84,3 +85,18 @@ def test_a_table_sections_summary_names_its_columns_and_rows_not_one_rows_value(
     since_67 = next(s for s in summaries if s.startswith("Stanley Cups Since 67"))
     assert since_67 == "Stanley Cups Since 67: a table of 3 rows with the columns Team, Location, Stanley Cups."
     assert not any(re.search(r"Stanley Cups: \d", s) for s in summaries), summaries
+
+
+def test_a_forms_caption_under_its_value_becomes_the_values_label():
+    """A 10-K cover page prints each value above its caption: "(702) 939-3254" / "(Registrant's
+    telephone number)". The caption alone was a fact, and the first answer for the telephone number."""
+    path = DOCS / "example-10k-1p.html"
+    facts = []
+    for parent in chunk_document(parse_file(path, path.name)):  # one passage per child chunk, as ingested
+        unit = ExtractionUnit(" › ".join(parent.section_path), [Passage(f"c{i}", c.text)
+                                                               for i, c in enumerate(parent.children)])
+        facts += [f.text for f in DeterministicExtractor().extract(unit).facts]
+    assert "Registrant's telephone number: (702) 939-3254" in facts
+    assert "IRS Employer Identification No.: 20-8143439" in facts
+    assert "Exact name of small business issuer as specified in its charter: Galaxy Gaming, Inc." in facts
+    assert not any(f.startswith("(") and f.endswith(")") for f in facts)

@@ -10,24 +10,25 @@ from ingest.extraction import coreference, summaries
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.candidates import TERMINAL, Candidate, as_datetime, clean, is_statement, says_enough
 from ingest.extraction.dates import resolve_relative_dates
-from ingest.extraction.sentences import is_cjk_text, split_clauses, split_sentences, table_rows
+from ingest.extraction.sentences import form_captions, is_cjk_text, split_clauses, split_sentences, table_rows
 
 
 def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> list[Candidate]:
     out: list[Candidate] = []
     for passage in passages:
         reference = passage.timestamp or unit.reference_time
-        rows = table_rows(passage.text)
+        body = form_captions(passage.text)
+        rows = table_rows(body)
         if rows:
             # A caption line above the rows (ingest/chunking.py keeps it with its table) says what
             # the table is about better than the section's title: "Hardness of grade SNB22-3".
-            first = passage.text.strip().split("\n", 1)[0].strip()
-            prefix = first if "|" not in first and len(rows) < len(passage.text.strip().splitlines()) else label
+            first = body.strip().split("\n", 1)[0].strip().rstrip(" :：")
+            prefix = first if "|" not in first and len(rows) < len(body.strip().splitlines()) else label
             for row in rows:
                 text = f"{prefix}: {row}" if prefix else row
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
-        for sentence in split_sentences(passage.text):
+        for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
                 cleaned = clean(clause)
                 text, resolved = resolve_relative_dates(cleaned, reference)
