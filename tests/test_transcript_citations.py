@@ -51,3 +51,15 @@ def test_every_fact_of_a_transcript_cites_cue_times_of_the_file(world, django_ca
     assert len(narrower) > len(cited) / 2  # most cues sit inside a wider window
     left = cited["At the left we can see..."]
     assert (left["start_time"], left["end_time"]) == (15.0, 17.951)
+
+
+def test_a_sentence_cut_over_two_cues_cites_both_and_a_repeated_phrase_does_not_widen_it():
+    from retrieval.results import cue_span
+
+    text = "At the left we can see...\nAt the right we can see the...\n...the head-snarlers\nEverything is safe."
+    cues = [[0, 15.0, 17.951], [26, 18.166, 20.083], [57, 20.119, 21.962], [78, 21.999, 24.368]]
+    chunk = Chunk(text=text, metadata={"kind": "cue", "cues": cues})
+    assert cue_span(chunk, "At the right we can see the head-snarlers.") == (18.166, 21.962)
+    assert cue_span(chunk, "[captions.en] At the left we can see...") == (15.0, 17.951)
+    assert cue_span(chunk, "Nothing of it") is None
+    assert cue_span(Chunk(text=text, metadata={"kind": "cue"}), "Everything is safe.") is None  # one cue: its own times
