@@ -5,7 +5,7 @@ import pytest
 from ingest.tasks import run_inline
 from ingest.parsing.vtt import read_cues
 from memory.models import Chunk, Document, Memory
-from retrieval.results import memory_sources
+from retrieval.results import cue_span, memory_sources
 from tests.conftest import SHARED_DATA, api_client
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings", "warm_embedding_cache")
@@ -54,8 +54,6 @@ def test_every_fact_of_a_transcript_cites_cue_times_of_the_file(world, django_ca
 
 
 def test_a_sentence_cut_over_two_cues_cites_both_and_a_repeated_phrase_does_not_widen_it():
-    from retrieval.results import cue_span
-
     text = "At the left we can see...\nAt the right we can see the...\n...the head-snarlers\nEverything is safe."
     cues = [[0, 15.0, 17.951], [26, 18.166, 20.083], [57, 20.119, 21.962], [78, 21.999, 24.368]]
     chunk = Chunk(text=text, metadata={"kind": "cue", "cues": cues})
