@@ -2,8 +2,8 @@
 
 import pytest
 
-from ingest.tasks import run_inline
 from ingest.parsing.vtt import read_cues
+from ingest.tasks import run_inline
 from memory.models import Chunk, Document, Memory
 from retrieval.results import cue_span, memory_sources
 from tests.conftest import SHARED_DATA, api_client
