@@ -1,13 +1,16 @@
 """Document QA: does the first item answer the question? Real files of every format, English and Chinese.
 
     python -m bench.docqa [--questions bench/docqa_questions.json] [--top-k 10] [--json] [--dump misses.json]
+                          [--memory-types episode,atomic_fact,chunk]
 
 Ingests every source file of the questions (embedded stack, fresh var dir, no LLM), then asks each
-question with keyword, vector and hybrid search. Per method: the answer in the first item (first),
+question with keyword, vector and hybrid search, asking for facts, episodes and chunks (what the
+console shows by default; `--memory-types episode,atomic_fact` for the API's default). Per method: the answer in the first item (first),
 the answer in the first 200 characters of the merged order's text (ans@200), and the rank of the
 first answering item (MRR over the top-k, and how many questions have one at all). An item answers
 when an answer string appears in its text (case- and space-insensitively) and it comes from the
-question's source file. Beside them, in the same run, flat BM25 and flat dense (the same embedder)
+question's source file or a copy of it (the questions file's `copies`: the same table as CSV, TSV
+and a sheet, a page as PDF and as a scan, one e-mail as .eml and .msg). Beside them, in the same run, flat BM25 and flat dense (the same embedder)
 over the child chunks of the same documents. Rows per question kind and for the cross-language
 questions follow the totals.
 
@@ -51,6 +54,10 @@ def item_text(item: dict) -> str:
     return item.get("atomic_fact") or item.get("summary") or item.get("text") or ""
 
 
+def kind_of(item: dict) -> str:
+    return "fact" if "atomic_fact" in item else "episode" if "summary" in item else "chunk"
+
+
 def item_documents(item: dict) -> set[int]:
     return {s["document_id"] for s in item.get("sources", []) if s.get("document_id")}
 
@@ -77,12 +84,18 @@ class Scores:
                 "MRR": round(self.reciprocal / n, 3), "found": self.found}
 
 
-def load_questions(path: Path) -> list[dict]:
-    questions = json.loads(path.read_text(encoding="utf-8"))["questions"]
+def load_questions(path: Path) -> tuple[list[dict], dict[str, set[str]]]:
+    """The questions, and for each source file the set of files that count as it (itself and its copies)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    questions = data["questions"]
     for q in questions:
         if not (DOCS / q["source"]).is_file():
             raise SystemExit(f"{q['id']}: source file {q['source']} is not under {DOCS}")
-    return questions
+    same = {q["source"]: {q["source"]} for q in questions}
+    for group in data.get("copies", []):
+        for name in group:
+            same.setdefault(name, {name}).update(group)
+    return questions, same
 
 
 def groups(q: dict) -> list[str]:
@@ -98,9 +111,11 @@ def main(argv=None):
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--methods", default="keyword,vector,hybrid")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--memory-types", default="episode,atomic_fact,chunk",
+                        help="what each search asks for (the console's default: all three)")
     parser.add_argument("--dump", help="write every question's ranks and first items to this JSON file")
     args = parser.parse_args(argv)
-    questions = load_questions(Path(args.questions))
+    questions, same_as = load_questions(Path(args.questions))
     os.environ.setdefault("LLM_DISABLED", "1")  # the embedded stack without an LLM: the deterministic extractor
     setup_django()
     logging.disable(logging.WARNING)
@@ -131,22 +146,28 @@ def main(argv=None):
     results = {m: {} for m in args.methods.split(",")}
     dump = {q["id"]: {"question": q["question"], "answers": q["answers"], "source": q["source"]} for q in questions}
 
-    def score(name: str, q: dict, ranked: list[tuple[str, set[int]]]) -> None:
-        wanted = document_of[q["source"]]
+    def score(name: str, q: dict, ranked: list[tuple[str, set[int]]], kinds: list[str] = ()) -> None:
+        wanted = {document_of[name] for name in same_as[q["source"]] if name in document_of}
         answers = [normalised(a) for a in q["answers"]]
-        answering = [wanted in docs and any(a in normalised(text) for a in answers) for text, docs in ranked]
+        answering = [bool(wanted & docs) and any(a in normalised(text) for a in answers) for text, docs in ranked]
         context = "".join(text for text, _ in ranked)
         table = results.setdefault(name, {})
         rank = None
         for group in groups(q):
             rank = table.setdefault(group, Scores()).add(answering, context, q["answers"])
-        dump[q["id"]][name] = {"rank": rank, "first": ranked[0][0][:160] if ranked else None}
+        dump[q["id"]][name] = {"rank": rank, "top": [
+            {"kind": kind, "answers": ok, "docs": sorted(docs), "text": text[:160]}
+            for (text, docs), ok, kind in zip(ranked[:3], answering, list(kinds) + [""] * 3)]}
 
     for method in args.methods.split(","):
         for q in questions:
             response = search(scope, parse_search_request({"query": q["question"], "method": method,
-                                                          "top_k": args.top_k}))
-            score(method, q, [(item_text(it), item_documents(it)) for it in merged_items(response)])
+                                                          "top_k": args.top_k,
+        "memory_types": args.memory_types,
+                                                          "memory_types": args.memory_types.split(",")}))
+            items = merged_items(response)
+            score(method, q, [(item_text(it), item_documents(it)) for it in items],
+                  [f"{kind_of(it)} {it['score']:.3f}" for it in items])
 
     children = list(Chunk.objects.filter(document__in=document_of.values(), level=Chunk.Level.CHILD)
                     .order_by("document", "ordinal").values_list("text", "document_id"))
@@ -168,6 +189,7 @@ def main(argv=None):
         "child_chunks": len(children),
         "ingest_seconds": round(ingest_seconds, 1),
         "top_k": args.top_k,
+        "memory_types": args.memory_types,
         "methods": {name: {g: s.row() for g, s in table.items()} for name, table in results.items()},
     }
     if args.dump:

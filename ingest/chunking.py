@@ -28,6 +28,9 @@ class ChildSpec:
     end_time: float | None = None
     speaker: str = ""
     kind: str = "paragraph"
+    # Cues packed into this child, as [character offset in `text`, start_time, end_time]: a fact cites
+    # the cue it was said in, not the whole window (retrieval/results.py). Empty for other kinds.
+    cues: list = field(default_factory=list)
 
 
 @dataclass
@@ -98,7 +101,8 @@ def _pieces(blocks: list[Block]) -> list[ChildSpec]:
 
 
 def _spec(block: Block, text: str, tokens: int) -> ChildSpec:
-    return ChildSpec(text, tokens, block.page, block.start_time, block.end_time, block.speaker, block.kind)
+    cues = [[0, block.start_time, block.end_time]] if block.kind == "cue" else []
+    return ChildSpec(text, tokens, block.page, block.start_time, block.end_time, block.speaker, block.kind, cues)
 
 
 def _split_long(text: str, *, is_table: bool) -> list[str]:
@@ -146,11 +150,33 @@ def _is_cjk(char: str) -> bool:
     return "\u3000" <= char <= "\u9fff" or "\uff00" <= char <= "\uffef"
 
 
+# A table's caption ("Hardness of grade SNB22-3" above the hardness table) is one short line without
+# a sentence end; alone it was a chunk that matched the question best and held no answer.
+CAPTION_MAX_TOKENS = 30
+_ENDS_SENTENCE = re.compile(r"[.!?。！？;；]\s*$")
+
+
+def _is_caption(piece: ChildSpec) -> bool:
+    text = piece.text.strip()
+    return (piece.kind in _PROSE and piece.tokens <= CAPTION_MAX_TOKENS and "\n" not in text
+            and not _ENDS_SENTENCE.search(text))
+
+
 def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
-    """Merge consecutive small pieces of the same kind (and speaker) up to CHILD_MAX_TOKENS."""
+    """Merge consecutive small pieces of the same kind (and speaker) up to CHILD_MAX_TOKENS; a
+    caption line joins the table after it."""
     packed: list[ChildSpec] = []
     for piece in pieces:
         last = packed[-1] if packed else None
+        if (last is not None and piece.kind == "table" and _is_caption(last)
+                and last.tokens + piece.tokens <= CHILD_MAX_TOKENS):
+            # table_rows (extraction) reads one line without cells above the rows as no row.
+            last.text = f"{last.text.strip()}\n{piece.text}"
+            last.tokens += piece.tokens
+            last.kind = "table"
+            if last.page is None:
+                last.page = piece.page
+            continue
         if (
             last is not None
             and last.tokens < CHILD_MIN_TOKENS
@@ -159,13 +185,15 @@ def _pack(pieces: list[ChildSpec]) -> list[ChildSpec]:
             and (piece.kind != "cue" or last.speaker == piece.speaker or not piece.speaker)
         ):
             sep = "\n" if piece.kind in ("cue", "table") else "\n\n"
+            offset = len(last.text) + len(sep)
+            last.cues += [[offset + at, start, end] for at, start, end in piece.cues]
             last.text = f"{last.text}{sep}{piece.text}"
             last.tokens += piece.tokens
             last.end_time = piece.end_time if piece.end_time is not None else last.end_time
             if last.page is None:
                 last.page = piece.page
             continue
-        packed.append(ChildSpec(**vars(piece)))
+        packed.append(ChildSpec(**{**vars(piece), "cues": [list(c) for c in piece.cues]}))
     return packed
 
 

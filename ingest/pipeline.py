@@ -89,7 +89,8 @@ def parse_and_chunk(document: Document) -> int:
                         end_time=c.end_time,
                         speaker=c.speaker[:200],
                         token_count=c.tokens,
-                        metadata={"kind": c.kind},
+                        # a window of several cues keeps where each begins, for the citations of its facts
+                        metadata={"kind": c.kind, **({"cues": c.cues} if len(c.cues) > 1 else {})},
                     )
                 )
                 ordinal += 1

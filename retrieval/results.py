@@ -1,5 +1,8 @@
 """Turn index hits into response items with their sources, straight from the database."""
 
+import re
+from bisect import bisect_right
+
 from django.db.models import Q
 
 from memory.models import Chunk, Memory, Message
@@ -55,11 +58,57 @@ def texts(ids: list[str], chars: int = 400) -> dict[str, str]:
 def memory_sources(memory: Memory) -> list[dict]:
     chunks = sorted(memory.source_chunks.all(), key=lambda c: (c.level != "child", c.ordinal))
     sources = [_chunk_source(c) for c in chunks if c.level == Chunk.Level.CHILD]
+    if memory.kind == Memory.Kind.ATOMIC_FACT:
+        for source, chunk in zip(sources, (c for c in chunks if c.level == Chunk.Level.CHILD)):
+            span = cue_span(chunk, memory.text)
+            if span:
+                source["start_time"], source["end_time"] = span
     if not sources:
         sources = [_chunk_source(c) for c in chunks]
     sources += [{"type": "message", "message_id": mid, "session_id": memory.session_id}
                 for mid in memory.source_message_ids]
     return sources
+
+
+# Words (a CJK character is one) for finding a fact's sentence in its chunk.
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
+
+
+def cue_span(chunk: Chunk, fact: str) -> tuple[float, float] | None:
+    """(start, end) of the cues of a transcript chunk the fact was taken from, or None.
+
+    A child chunk packs many cues (ingest/chunking.py keeps where each begins); a fact is one
+    sentence of them, usually verbatim, sometimes with a topic prefix, a speaker or a pronoun
+    replaced. The cue holding most of the fact's word pairs, with the neighbours that hold pairs
+    it lacks (a sentence that runs over two cues), is where it was said.
+    Linear in the chunk's length: it runs for every fact a response shows."""
+    cues = chunk.metadata.get("cues") if isinstance(chunk.metadata, dict) else None
+    if not cues or not fact:
+        return None
+    wanted = [w.casefold() for w in _WORD.findall(fact)]
+    pairs = set(zip(wanted, wanted[1:])) or {(w, None) for w in wanted}
+    words = [(m.start(), m.group(0).casefold()) for m in _WORD.finditer(chunk.text)]
+    offsets = [c[0] for c in cues]
+    held: list[set] = [set() for _ in cues]  # the fact's word pairs each cue holds
+    for (at, word), (_, after) in zip(words, [*words[1:], (None, None)]):
+        pair = (word, after) if (word, after) in pairs else (word, None) if (word, None) in pairs else None
+        if pair:
+            held[max(0, bisect_right(offsets, at) - 1)].add(pair)
+    best = max(range(len(cues)), key=lambda i: len(held[i]))
+    if not held[best]:
+        return None
+    # A neighbour joins only with pairs the cues so far lack: the rest of a sentence cut over two
+    # cues, not the same common words ("we can see") said again.
+    first = last = best
+    covered = set(held[best])
+    while first > 0 and held[first - 1] - covered:
+        first -= 1
+        covered |= held[first]
+    while last + 1 < len(cues) and held[last + 1] - covered:
+        last += 1
+        covered |= held[last]
+    start, end = cues[first][1], cues[last][2]
+    return (start, end) if start is not None and end is not None else None
 
 
 def most_relevant_first(sources: list[dict], facts: list[dict]) -> list[dict]:

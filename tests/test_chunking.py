@@ -1,4 +1,6 @@
 from ingest.chunking import CHILD_MAX_TOKENS, HARD_MAX_TOKENS, chunk_document
+from ingest.extraction.base import ExtractionUnit, Passage
+from ingest.extraction.deterministic import DeterministicExtractor
 from ingest.parsing.base import Block, ParsedDocument, Section
 from ingest.parsing.dispatch import parse_file
 from ingest.tokens import count_tokens
@@ -41,3 +43,18 @@ def test_transcript_cues_keep_their_time_range_and_speaker():
     children = [c for p in parents for c in p.children]
     assert all(c.start_time is not None and c.end_time >= c.start_time for c in children)
     assert all(p.start_time <= p.children[0].start_time for p in parents)
+
+
+def test_a_tables_caption_line_stays_with_its_table():
+    """Issue 16: "Hardness of grade SNB22-3" was a chunk of its own, the first result for the hardness,
+    while the table holding it (293-375) came third."""
+    path = DOCS / "example-steelJIS-datasheet.html"
+    children = [c for p in chunk_document(parse_file(path, path.name)) for c in p.children]
+    hardness = next(c for c in children if "Hardness of grade SNB22-3" in c.text)
+    assert "293-375" in hardness.text and hardness.kind == "table"
+    assert hardness.text.startswith("Hardness of grade SNB22-3\n")
+    assert not any(c.text.strip() in ("Hardness of grade SNB22-3", "Chemical composition 成分 % of grade SNB22-3")
+                   for c in children)
+    # and its rows' facts say what the table is about
+    facts = DeterministicExtractor().extract(ExtractionUnit("SNB22-3", [Passage("c", hardness.text)])).facts
+    assert any(f.text.startswith("Hardness of grade SNB22-3: ") and "293-375" in f.text for f in facts)

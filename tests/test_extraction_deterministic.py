@@ -388,3 +388,35 @@ def test_a_users_statement_is_not_crowded_out_by_long_assistant_replies():
     assert any("Data Science" in f.text for f in facts if f.source_ids[0] == "t2")
     replies = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
     assert all(sum(f.source_ids[0] == f"t{i}" for f in facts) <= 4 for i in replies)
+
+
+def test_an_auxiliary_before_a_resolved_pronoun_agrees_with_the_name():
+    """Issue 16: "Do you need a hotel?" asked by Bob became "Do Alice need a hotel?"."""
+    when = datetime(2024, 5, 2, 9, 0)
+    unit = ExtractionUnit("", [
+        Passage("m1", "I land in Lisbon on Friday. Do you need a hotel?", "Bob", when),
+        Passage("m2", "Yes, one near the station would be great.", "Alice", when),
+        Passage("m3", "Have you booked the train yet? Are you sure about the dates?", "Alice", when),
+        Passage("m4", "Not yet, I will do it tonight.", "Bob", when),
+    ])
+    texts = [f.text for f in DeterministicExtractor().extract(unit).facts]
+    assert "Bob asked: Does Alice need a hotel? Alice: One near the station would be great." in texts
+    assert any(t.startswith("Alice asked: Is Bob sure about the dates? ") for t in texts), texts
+    assert not any(re.search(r"\b(?:Do|Are|Have) (?:Alice|Bob)\b", t) for t in texts), texts
+
+
+@pytest.mark.parametrize("text, speaker, listener, expected", [
+    ("Do you have a car?", "Jon", "Gina", "Does Gina have a car?"),
+    ("Why don't you come along?", "Jon", "Gina", "Why doesn't Gina come along?"),
+    ("Have you ever been to Rome?", "Jon", "Gina", "Has Gina ever been to Rome?"),
+    ("Were you there?", "Jon", "Gina", "Was Gina there?"),
+    ("Am I late?", "Jon", "Gina", "Is Jon late?"),
+    ("Do I look ok?", "Jon", "Gina", "Does Jon look ok?"),
+    ("What do you think I should do?", "Jon", "Gina", "What does Gina think Jon should do?"),
+    ("I know what you have done.", "Jon", "Gina", "Jon knows what Gina has done."),  # no inversion
+    ("Things you do for love.", "Jon", "Gina", "Things Gina does for love."),
+])
+def test_resolved_pronouns_in_questions_keep_verb_agreement(text, speaker, listener, expected):
+    from ingest.extraction.coreference import resolve_first_person, resolve_second_person
+
+    assert resolve_second_person(resolve_first_person(text, speaker), listener) == expected

@@ -1,5 +1,8 @@
 """Document extraction on real files: key-value lines, tables, reference lists (issue 16)."""
 
+import re
+
+from ingest.chunking import chunk_document
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.deterministic import DeterministicExtractor
 from ingest.parsing.dispatch import parse_file
@@ -68,3 +71,32 @@ def test_it_keeps_licence_boilerplate_and_reference_lines_out_of_facts():
         Passage("p1", "Retrieved 23 June 2020."), Passage("p2", "ISBN 1-85291-662-1.")])
     assert [f.text for f in DeterministicExtractor().extract(unit).facts] == [
         "Norwich City were founded in 1902 at the Criterion Café."]
+
+
+def test_a_table_sections_summary_names_its_columns_and_rows_not_one_rows_value():
+    """Issue 16: an episode summary of a sheet stated one row's value (the Blues' cups) for the sheet,
+    and was the first answer to a question about another row."""
+    path = DOCS / "stanley-cups.xlsx"
+    summaries = []
+    for section in parse_file(path, path.name).sections:
+        passages = [Passage(f"block-{i}", b.text) for i, b in enumerate(section.blocks) if b.text.strip()]
+        summaries.append(DeterministicExtractor().extract(
+            ExtractionUnit(" › ".join(section.section_path), passages)).summary)
+    since_67 = next(s for s in summaries if s.startswith("Stanley Cups Since 67"))
+    assert since_67 == "Stanley Cups Since 67: a table of 3 rows with the columns Team, Location, Stanley Cups."
+    assert not any(re.search(r"Stanley Cups: \d", s) for s in summaries), summaries
+
+
+def test_a_forms_caption_under_its_value_becomes_the_values_label():
+    """A 10-K cover page prints each value above its caption: "(702) 939-3254" / "(Registrant's
+    telephone number)". The caption alone was a fact, and the first answer for the telephone number."""
+    path = DOCS / "example-10k-1p.html"
+    facts = []
+    for parent in chunk_document(parse_file(path, path.name)):  # one passage per child chunk, as ingested
+        unit = ExtractionUnit(" › ".join(parent.section_path), [Passage(f"c{i}", c.text)
+                                                               for i, c in enumerate(parent.children)])
+        facts += [f.text for f in DeterministicExtractor().extract(unit).facts]
+    assert "Registrant's telephone number: (702) 939-3254" in facts
+    assert "IRS Employer Identification No.: 20-8143439" in facts
+    assert "Exact name of small business issuer as specified in its charter: Galaxy Gaming, Inc." in facts
+    assert not any(f.startswith("(") and f.endswith(")") for f in facts)

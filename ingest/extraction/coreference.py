@@ -49,6 +49,14 @@ _CLAUSE_START = re.compile(
     r"(?:^|[,;:]\s*|\b(?:and|but|that|if|when|because|so|as|since|while|where|though)\s+)$", re.I
 )
 _NEXT_WORD = re.compile(r"\s+([a-z']+)")
+# A question puts its auxiliary before the subject ("Do you need…?", "Why don't you…?", "How long have
+# you…?"): once the pronoun is a name, that auxiliary is the one to agree ("Does Alice need…?") and the
+# verb after the name stays as it is. Only at a clause start, or a wh-word and up to two words on.
+_INVERTED = re.compile(
+    r"(?:^|[.!?,;:\"“(]\s*|\b(?:and|but|or|so|then|well|oh|hey)\s+"
+    r"|\b(?:what|why|how|where|when|who|whom|which|whose)\s+(?:[a-z]+\s+){0,2})"
+    r"(?:do|don['’]t|have|haven['’]t|are|aren['’]t|were|weren['’]t|am)\s+$", re.I
+)
 
 _KIN = (
     r"friend|sister|brother|mom|mum|mother|dad|father|son|daughter|wife|husband|boyfriend|girlfriend|partner|"
@@ -99,6 +107,8 @@ def resolve_first_person(text: str, speaker: str) -> str:
             return f"{speaker} had" if _looks_past(following) else f"{speaker} would"
         if contraction:
             return f"{speaker} {_AGREE[contraction]}"
+        if _INVERTED.search(text[: match.start()]):
+            return "\x02" + speaker  # "Am I late?" → "Is Caroline late?"
         return speaker + "\x00"  # the verb after it must now agree with a third-person subject
 
     text = _apply_agreement(_FIRST_PERSON.sub(replace, text))
@@ -129,6 +139,8 @@ def resolve_second_person(text: str, listener: str) -> str:
             return f"{name} will"
         if word == "you'd":
             return f"{name} would"
+        if _INVERTED.search(before):
+            return "\x02" + name
         return name + ("\x00" if _CLAUSE_START.search(before) else "\x01")
 
     return _apply_agreement(_SECOND_PERSON.sub(replace, text))
@@ -152,7 +164,8 @@ def fewer_repeats(text: str, participants: list[str]) -> str:
 
 
 def _apply_agreement(text: str) -> str:
-    """Make the verb after a marked subject agree: \\x00 any verb, \\x01 only be/have/do forms."""
+    """Make the verb after a marked subject agree: \\x00 any verb, \\x01 only be/have/do forms; \\x02
+    before the subject: the auxiliary of a question, before it."""
 
     def agree(match: re.Match) -> str:
         marker, words = match.group(1), match.group(2).split()
@@ -167,8 +180,14 @@ def _apply_agreement(text: str) -> str:
             break
         return " " + " ".join(words)
 
+    def agree_before(match: re.Match) -> str:
+        word = match.group(1)
+        agreed = _AGREE.get(word.lower().replace("’", "'"), word)
+        return (agreed[:1].upper() + agreed[1:] if word[:1].isupper() else agreed) + match.group(2)
+
     text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,2})", agree, text)
-    return text.replace("\x00", "").replace("\x01", "")
+    text = re.sub(r"([A-Za-z'’]+)(\s+)\x02", agree_before, text)  # \x02: the auxiliary before the name
+    return text.replace("\x00", "").replace("\x01", "").replace("\x02", "")
 
 
 def _is_base_verb(word: str) -> bool:

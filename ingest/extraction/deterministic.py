@@ -77,7 +77,7 @@ class DeterministicExtractor:
             summary = chats.summary(kept, participants, topic_words, passages, zh)
         else:
             topic = unit.topic_hint or ", ".join(topic_words)
-            summary = documents.summary(kept, passages, zh)
+            summary = documents.summary(kept, passages, zh, label)
         episode = ExtractedEpisode(
             topic=topic,
             summary=summary,

@@ -10,20 +10,25 @@ from ingest.extraction import coreference, summaries
 from ingest.extraction.base import ExtractionUnit, Passage
 from ingest.extraction.candidates import TERMINAL, Candidate, as_datetime, clean, is_statement, says_enough
 from ingest.extraction.dates import resolve_relative_dates
-from ingest.extraction.sentences import is_cjk_text, split_clauses, split_sentences, table_rows
+from ingest.extraction.sentences import form_captions, is_cjk_text, split_clauses, split_sentences, table_rows
 
 
 def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> list[Candidate]:
     out: list[Candidate] = []
     for passage in passages:
         reference = passage.timestamp or unit.reference_time
-        rows = table_rows(passage.text)
+        body = form_captions(passage.text)
+        rows = table_rows(body)
         if rows:
+            # A caption line above the rows (ingest/chunking.py keeps it with its table) says what
+            # the table is about better than the section's title: "Hardness of grade SNB22-3".
+            first = body.strip().split("\n", 1)[0].strip().rstrip(" :：")
+            prefix = first if "|" not in first and len(rows) < len(body.strip().splitlines()) else label
             for row in rows:
-                text = f"{label}: {row}" if label else row
+                text = f"{prefix}: {row}" if prefix else row
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
-        for sentence in split_sentences(passage.text):
+        for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
                 cleaned = clean(clause)
                 text, resolved = resolve_relative_dates(cleaned, reference)
@@ -100,15 +105,32 @@ def _looks_like_heading(text: str, cjk: bool) -> bool:
     return len(tokens) <= 8 and capitalised >= 0.6 * len(tokens)
 
 
-def summary(kept: list[Candidate], passages: list[Passage], zh: bool) -> str:
+def summary(kept: list[Candidate], passages: list[Passage], zh: bool, label: str = "") -> str:
     budget = summaries.budget_for(zh)
-    prose = [c for c in kept if not c.is_row] or kept
+    prose = [c for c in kept if not c.is_row]
+    if not prose and kept:
+        return summaries.trimmed(table_summary(kept, label, zh), budget, zh)
     if not prose:
         return summaries.trimmed(" ".join(p.text.strip() for p in passages), budget, zh)
     # The summary repeats the original sentence: the "[Topic]" prefix only helps a fact read alone.
     picked = summaries.pick(prose, budget, zh)
     sentences = [summaries.ended(_unprefixed(c.text), zh) for c in picked]
     return summaries.trimmed(summaries.joined(sentences, zh), budget, zh)
+
+
+def table_summary(rows: list[Candidate], label: str, zh: bool) -> str:
+    """What a section of table rows holds: its columns and how many rows, not one row's values.
+
+    The central rows made the summary before, so the episode of a sheet stated one row's figures
+    ("Stanley Cups Since 67: Team: Blues | … | Stanley Cups: 1") and answered a question about
+    another row with them; each row is a fact of its own."""
+    cells = [cell.split(": ", 1) for row in rows for cell in row.original.split(" | ")]
+    columns = list(dict.fromkeys(c[0] for c in cells if len(c) == 2 and c[0]))[:12]
+    if zh:
+        text = f"表格，共 {len(rows)} 行" + (f"，列：{'、'.join(columns)}" if columns else "") + "。"
+        return f"{label}：{text}" if label else text
+    text = f"a table of {len(rows)} rows" + (f" with the columns {', '.join(columns)}" if columns else "") + "."
+    return f"{label}: {text}" if label else text[:1].upper() + text[1:]
 
 
 def _unprefixed(text: str) -> str:

@@ -22,6 +22,7 @@ _ABBREVIATIONS = {
     "sr",
     "jr",
     "st",
+    "ste",  # suite, in addresses ("Cameron Street Ste. 305")
     "mt",
     "ft",
     "gen",
@@ -252,6 +253,38 @@ def _split_at_zh(text: str, max_chars: int) -> list[str]:
     # and cut a piece with no comma at all every max_chars characters.
     pieces = _pack(_split_at(text, re.compile(r"[，,]")), len, max_chars)
     return [q for p in pieces for q in (_hard_split(list(p), max_chars, "") if len(p) > 2 * max_chars else [p])]
+
+
+# A form prints a value above its caption: "(702) 939-3254" / "(Registrant's telephone number)", or a
+# row of values above a row of captions. The caption alone says nothing; under its value it is a label.
+_CAPTION = re.compile(r"^\([^()]{3,100}\)$")
+FORM_VALUE_MAX_CHARS = 100
+
+
+def form_captions(text: str) -> str:
+    """`text` with each value line followed by a caption line written as "caption: value" lines.
+
+    Lines are compared cell by cell ("Nevada | 20-8143439" over "(State …) | (IRS Employer
+    Identification No.)"); blank lines between a value and its caption (two blocks of one chunk)
+    are skipped. A line is a caption only when every cell is wholly in parentheses."""
+    lines = text.split("\n")
+    out: list[str] = []
+    value_at = None  # index in `out` of the last non-blank line, a candidate value
+    for line in lines:
+        cells = _cells(line) if line.strip() else []
+        if cells and all(_CAPTION.match(c) for c in cells) and value_at is not None:
+            values = _cells(out[value_at])
+            if (len(values) == len(cells) and all(v and not _CAPTION.match(v) for v in values)
+                    and len(out[value_at]) <= FORM_VALUE_MAX_CHARS):
+                # each pair a paragraph of its own: a single line break joins lines into one sentence
+                pairs = [f"{c[1:-1].strip()}: {v}" for c, v in zip(cells, values)]
+                out[value_at:] = ["", "\n\n".join(pairs), ""]
+                value_at = None
+                continue
+        out.append(line)
+        if line.strip():
+            value_at = len(out) - 1
+    return "\n".join(out)
 
 
 def table_rows(text: str) -> list[str]:
