@@ -160,13 +160,13 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
         model = cached_query_embedder()
         client = api_client()
         done = ingested_users(client) if reuse else set()
-        stats = defaultdict(float)
+        stats = defaultdict(float, per_question={})
         rows: dict[str, list[dict]] = defaultdict(list)
         for path in paths:
             q = load(path)
             turns = sum(len(s["turns"]) for s in q["sessions"])
+            wall, cpu = stats["ingest_seconds"], stats["ingest_cpu_seconds"]
             if q["id"] not in done:
-                wall, cpu = stats["ingest_seconds"], stats["ingest_cpu_seconds"]
                 ingest(client, q, stats, var)
                 log(f"{q['file']} ({q['type']}): {turns} turns ingested in {stats['ingest_seconds'] - wall:.1f}s "
                     f"wall, {stats['ingest_cpu_seconds'] - cpu:.1f} CPU-s")
@@ -182,6 +182,13 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
             for name, ranked in flat_rankings_of(q, top_k, model.embed_query).items():
                 rows[name].append({**row, "ranked": ranked})
             stats["search_seconds"] += time.perf_counter() - searched
+            if q["id"] not in done:
+                stats["per_question"][q["id"]] = {"turns": turns, "wall": round(stats["ingest_seconds"] - wall, 1),
+                                                  "cpu": round(stats["ingest_cpu_seconds"] - cpu, 1)}
+            if dump:  # after every question, so a run stopped early still leaves what it measured
+                Path(dump).write_text(json.dumps(rows, indent=1))
+                done_names = [p.name for p in paths][:len(rows[methods[0]])]
+                Path(dump + ".report.json").write_text(json.dumps(summarise(rows, stats, done_names, top_k), indent=1))
         report = summarise(rows, stats, [p.name for p in paths], top_k)
         if dump:
             Path(dump).write_text(json.dumps(rows, indent=1))
@@ -228,6 +235,7 @@ def summarise(rows: dict[str, list[dict]], stats: dict, names: list[str], top_k:
                            "cpu": round(stats["ingest_cpu_seconds"] * 1000 / turns, 1)},
         "per_mb": {"wall": round(stats["ingest_seconds"] / mb, 1), "cpu": round(stats["ingest_cpu_seconds"] / mb, 1)},
         "search_seconds": round(stats["search_seconds"], 1),
+        "ingestion_per_question": stats["per_question"],
         "methods": methods,
     }
 
