@@ -80,12 +80,16 @@ def conversation_stack(embedding_cache: str | None) -> Path:
         Path(embedding_cache).parent.mkdir(parents=True, exist_ok=True)
         os.symlink(Path(embedding_cache).resolve(), var / "embedding-cache.sqlite3")
     os.environ.setdefault("LLM_DISABLED", "1")  # the target is the embedded stack without an LLM
+    # On a loaded machine a first query embedding can take longer than a server should wait; a
+    # benchmark measures what is found, not the deadline (seen: 504 at load average 26).
+    os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
     setup_django(str(var))
     return var
 
 
-def close_stack(var: Path, keep: bool) -> None:
-    """Stop the stack's Milvus Lite server and, unless `keep`, remove its var dir (not a linked cache)."""
+def close_stack(var: Path, keep: bool, *, stop: bool = True) -> None:
+    """Stop the stack's Milvus Lite server (unless not `stop`: another run may be using it; it stops
+    itself when unused) and, unless `keep`, remove its var dir (not a linked cache)."""
     import shutil
 
     from django.conf import settings
@@ -94,7 +98,8 @@ def close_stack(var: Path, keep: bool) -> None:
     from retrieval.milvus_lite import stop_server
 
     reset_backends()
-    stop_server(settings.LOCI_VECTOR_INDEX["OPTIONS"]["lite_path"])
+    if stop:
+        stop_server(settings.LOCI_VECTOR_INDEX["OPTIONS"]["lite_path"])
     if not keep:
         shutil.rmtree(var, ignore_errors=True)
 

@@ -153,6 +153,7 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
         from bench.harness import setup_django
 
         os.environ.setdefault("LLM_DISABLED", "1")
+        os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
         var = setup_django(reuse)  # an existing var dir is kept as it is (and migrated)
     else:
         var = conversation_stack(embedding_cache)
@@ -196,7 +197,7 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
             report["var_dir"] = str(var)
         return report
     finally:
-        close_stack(var, keep or bool(reuse))
+        close_stack(var, keep or bool(reuse), stop=not reuse)  # a reused var dir may be another run's
 
 
 def _items(response: dict) -> list[list]:
