@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.longmemeval                       # the 18 dev questions in ../shared/data
     .venv/bin/python -m bench.longmemeval --questions 0,3,6 --embedding-cache /tmp/lme-e5.sqlite
     .venv/bin/python -m bench.longmemeval DIR --questions 44_18bc8abd --json --dump ranks.json
+    .venv/bin/python -m bench.longmemeval --questions 9,2 --keep --dump a.json    # then, same memories:
+    MRAG_FACTS_PER_MESSAGE=1 .venv/bin/python -m bench.longmemeval --questions 9,2 --reuse VAR --dump b.json
 
 Each file of DIR is one question with its own haystack (~50 sessions of user–assistant chat,
 ~480 turns, the assistant's turns ~1.8 KB), so each question gets its own user. A throwaway
@@ -19,6 +21,8 @@ message ids as in `bench.locomo` (k counts message ids, not items). The evidence
 over the raw turns ("role: text") of the same haystack run in the same process: BM25, dense e5,
 their RRF. Ingestion time is wall and CPU (this process, which runs the API, extraction and
 embedding in-process, plus the Milvus Lite server), per 1,000 turns and per MB of turn text.
+The stack, the posting, the mapping of results to message ids and the flat baselines are
+bench.harness's, shared with bench.locomo.
 """
 
 import argparse
@@ -33,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import (FLAT_BASELINES as BASELINES, MEMORY_COUNTS, SHARED_DATA, api_client, cached_query_embedder,
-                           call, close_stack, conversation_stack, flat_rankings, post_session, ranked_message_ids)
+from bench.harness import (MEMORY_COUNTS, SHARED_DATA, api_client, cached_query_embedder, call, close_stack,
+                           conversation_stack, flat_rankings, post_session, ranked_message_ids, setup_django)
 
 DEFAULT_DIR = SHARED_DATA / "longmemeval_s_dev"
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
@@ -150,8 +154,6 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
     so a ranking setting can be compared on the same memories in seconds. `dated`: searches carry the
     question's date as their reference time."""
     if reuse:
-        from bench.harness import setup_django
-
         os.environ.setdefault("LLM_DISABLED", "1")
         os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
         var = setup_django(reuse)  # an existing var dir is kept as it is (and migrated)
@@ -201,7 +203,7 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
 
 
 def _items(response: dict) -> list[list]:
-    """What filled the list, for --dump: [kind, score, role-less message ids, first 80 characters]."""
+    """What filled the list, for --dump: [kind, score, its message ids, its first 80 characters]."""
     out = [["episode", e["score"], [s["message_id"] for s in e.get("sources", []) if s.get("type") == "message"],
             (e.get("episode") or e.get("summary") or "")[:80]] for e in response.get("episodes", [])]
     out += [["fact", f["score"], [s["message_id"] for s in f.get("sources", []) if s.get("type") == "message"],
