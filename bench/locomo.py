@@ -16,8 +16,9 @@ so the real views, authentication and actions run) and flushed after each LoCoMo
 Every question of categories 1-4 is then searched (`POST /api/v1/memories/search`, top_k=20,
 filtered to its conversation's user_id) with each method. Results map back to dia_ids: a fact to
 its source messages, an episode to all its MemCell's messages in order; ids are collected in rank
-order without repeats and cut at k, so k counts dia_ids, not items (a 12-turn episode uses 12).
-Evidence recall@k = |first k dia_ids ∩ evidence| / |evidence|, averaged over questions.
+order without repeats and cut at k, so k counts dia_ids, not items (a 12-turn episode uses 12;
+`bench.harness.ranked_message_ids`). Evidence recall@k = |first k dia_ids ∩ evidence| / |evidence|,
+averaged over questions.
 
 Flat baselines over the raw turns ("speaker: text [shares …]") run in the same process on the
 same embedder: BM25 (retrieval.text.index_terms, k1=1.2, b=0.75), dense e5 cosine, and their RRF.
@@ -25,23 +26,21 @@ same embedder: BM25 (retrieval.text.index_terms, k1=1.2, b=0.75), dense e5 cosin
 
 import argparse
 import json
-import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from bench.harness import (api_client, cached_query_embedder, close_stack, conversation_stack, flat_rankings,
+                           post_session, search_message_ids)
+
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) has no evidence
 METHODS = ("keyword", "vector", "hybrid")
-BASELINES = ("flat-bm25", "flat-dense", "flat-rrf")
 KS = (5, 10, 20)
 TURN_SECONDS = 30  # spacing of turns inside a session: keeps their order, never a 4-hour gap
 _DIA_ID = re.compile(r"^D\d+:\d+$")
@@ -87,39 +86,7 @@ def load(path: Path, indices: list[int]) -> list[dict]:
     return out
 
 
-# --- the embedded stack
-
-def setup(embedding_cache: str | None) -> Path:
-    from bench.harness import setup_django
-
-    var = Path(tempfile.mkdtemp(prefix="loci-locomo-"))
-    if embedding_cache:  # a warm cache only skips model calls; it never changes a vector
-        Path(embedding_cache).parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(Path(embedding_cache).resolve(), var / "embedding-cache.sqlite3")
-    os.environ.setdefault("LLM_DISABLED", "1")  # the target is the embedded stack without an LLM
-    setup_django(str(var))
-    return var
-
-
-def api_client():
-    from rest_framework.test import APIClient
-
-    from tenants.models import ApiKey, KnowledgeBase, Tenant
-
-    tenant = Tenant.objects.create(slug="locomo", name="LoCoMo")
-    KnowledgeBase.objects.create(tenant=tenant, slug="conversations", name="Conversations", language="en")
-    _, secret = ApiKey.issue(tenant, "bench", can_write=True)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    return client
-
-
-def call(client, method: str, url: str, body: dict) -> dict:
-    response = getattr(client, method)(url, body, format="json")
-    if response.status_code != 200:
-        raise RuntimeError(f"{method.upper()} {url} answered {response.status_code}: {response.content[:500]!r}")
-    return response.json()
-
+# --- the embedded stack (bench.harness)
 
 def ingest(client, conv: dict, stats: dict) -> None:
     for session in conv["sessions"]:
@@ -127,33 +94,8 @@ def ingest(client, conv: dict, stats: dict) -> None:
         messages = [{"message_id": t["dia_id"], "sender_id": t["speaker"], "sender_name": t["speaker"],
                      "content": t["text"], "timestamp": t["timestamp"].isoformat()} for t in session["turns"]]
         started = time.perf_counter()
-        results = [call(client, "post", "/api/v1/memories",
-                        {"user_id": conv["user_id"], "session_id": session_id, "messages": messages[at:at + 500]})
-                   for at in range(0, len(messages), 500)]
-        results.append(call(client, "post", "/api/v1/memories/flush",
-                            {"user_id": conv["user_id"], "session_id": session_id}))
+        post_session(client, conv["user_id"], session_id, messages, stats)
         stats["ingest_seconds"] += time.perf_counter() - started
-        stats["messages"] += len(messages)
-        for result in results:  # a post extracts the MemCells it completes, the flush the rest
-            for key in ("episodes", "facts", "merged_duplicates", "superseded"):
-                stats[key] += result.get(key, 0)
-
-
-def ranked_dia_ids(response: dict, method: str) -> list[str]:
-    """Result items in score order → their cited message ids, in order, without repeats."""
-    items = []  # (score, position, ids)
-    for episode in response.get("episodes", []):
-        if method == "hybrid" or not episode.get("scores", {}).get("via_fact"):
-            items.append((episode["score"], len(items), _message_ids(episode)))
-        if method != "hybrid":  # flat methods nest their fact hits under the parent episode
-            items += [(f["score"], len(items) + j, _message_ids(f)) for j, f in enumerate(episode["atomic_facts"])]
-    items += [(f["score"], len(items) + j, _message_ids(f)) for j, f in enumerate(response.get("facts", []))]
-    items.sort(key=lambda item: (-item[0], item[1]))
-    return list(dict.fromkeys(i for _, _, ids in items for i in ids))
-
-
-def _message_ids(item: dict) -> list[str]:
-    return [s["message_id"] for s in item.get("sources", []) if s.get("type") == "message"]
 
 
 def recall(ranked: list[str], evidence: list[str], k: int) -> float:
@@ -162,40 +104,20 @@ def recall(ranked: list[str], evidence: list[str], k: int) -> float:
 
 # --- flat baselines over the raw turns
 
-def flat_rankings(conv: dict, top_k: int, embed_query) -> dict[str, list[list[str]]]:
-    from bench.flat import FlatBM25, dense_top, rrf_merge
-    from retrieval.embeddings import embedder
-
+def flat_rankings_of(conv: dict, top_k: int, embed_query) -> dict[str, list[list[str]]]:
     turns = [t for s in conv["sessions"] for t in s["turns"]]
-    ids = [t["dia_id"] for t in turns]
     # The same "speaker: text" line the boundary detector embeds, so the cache serves both.
-    lines = [f"{t['speaker']}: {t['text']}" for t in turns]
-    bm25 = FlatBM25(lines)
-    matrix = embedder().embed_documents(lines)
-    out = {name: [] for name in BASELINES}
-    for q in conv["questions"]:
-        sparse = bm25.top(q["question"], top_k)
-        dense = dense_top(matrix, embed_query(q["question"]), top_k)
-        out["flat-bm25"].append([ids[i] for i in sparse])
-        out["flat-dense"].append([ids[i] for i in dense])
-        out["flat-rrf"].append([ids[i] for i in rrf_merge([sparse, dense], k=60, limit=top_k)])
-    return out
+    return flat_rankings([t["dia_id"] for t in turns], [f"{t['speaker']}: {t['text']}" for t in turns],
+                         [q["question"] for q in conv["questions"]], top_k, embed_query)
 
 
 # --- the run
 
 def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], embedding_cache: str | None,
         log=print, keep: bool = False, dump: str | None = None) -> dict:
-    var = setup(embedding_cache)
-    from django.conf import settings
-
-    from retrieval.embeddings import embedder
-
+    var = conversation_stack(embedding_cache)
     try:
-        model = embedder()
-        # Every question is embedded by the vector search, the hybrid search and the flat dense
-        # baseline alike; remembering it for the process saves two of the three model calls.
-        model.embed_query = lru_cache(maxsize=None)(model.embed_query)
+        model = cached_query_embedder()
         client = api_client()
         convs = load(path, indices)
         stats = defaultdict(float)
@@ -208,12 +130,10 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
             searched = time.perf_counter()
             for method in methods:
                 for q in conv["questions"]:
-                    body = {"query": q["question"], "method": method, "top_k": top_k,
-                            "filters": {"user_id": conv["user_id"]}}
-                    ranked = ranked_dia_ids(call(client, "post", "/api/v1/memories/search", body), method)
+                    ranked = search_message_ids(client, q["question"], method, conv["user_id"], top_k)
                     rows[method].append({"conv": conv["index"], "question": q["question"], "category": q["category"],
                                          "ranked": ranked, "evidence": q["evidence"]})
-            for name, rankings in flat_rankings(conv, top_k, model.embed_query).items():
+            for name, rankings in flat_rankings_of(conv, top_k, model.embed_query).items():
                 rows[name] += [{"conv": conv["index"], "question": q["question"], "category": q["category"],
                                 "ranked": r, "evidence": q["evidence"]} for q, r in zip(conv["questions"], rankings)]
             stats["search_seconds"] += time.perf_counter() - searched
@@ -224,13 +144,7 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
             report["var_dir"] = str(var)
         return report
     finally:
-        from retrieval.backends import reset_backends
-        from retrieval.milvus_lite import stop_server
-
-        reset_backends()
-        stop_server(settings.LOCI_VECTOR_INDEX["OPTIONS"]["lite_path"])
-        if not keep:
-            shutil.rmtree(var, ignore_errors=True)  # a linked --embedding-cache file is left where it is
+        close_stack(var, keep)  # a linked --embedding-cache file is left where it is
 
 
 def summarise(rows: dict[str, list[dict]], stats: dict, indices: list[int], top_k: int) -> dict:

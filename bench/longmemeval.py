@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.longmemeval                       # the 18 dev questions in ../shared/data
     .venv/bin/python -m bench.longmemeval --questions 0,3,6 --embedding-cache /tmp/lme-e5.sqlite
     .venv/bin/python -m bench.longmemeval DIR --questions 44_18bc8abd --json --dump ranks.json
+    .venv/bin/python -m bench.longmemeval --questions 9,2 --keep --dump a.json    # then, same memories:
+    MRAG_FACTS_PER_MESSAGE=1 .venv/bin/python -m bench.longmemeval --questions 9,2 --reuse VAR --dump b.json
 
 Each file of DIR is one question with its own haystack (~50 sessions of user–assistant chat,
 ~480 turns, the assistant's turns ~1.8 KB), so each question gets its own user. A throwaway
@@ -19,29 +21,29 @@ message ids as in `bench.locomo` (k counts message ids, not items). The evidence
 over the raw turns ("role: text") of the same haystack run in the same process: BM25, dense e5,
 their RRF. Ingestion time is wall and CPU (this process, which runs the API, extraction and
 embedding in-process, plus the Milvus Lite server), per 1,000 turns and per MB of turn text.
+The stack, the posting, the mapping of results to message ids and the flat baselines are
+bench.harness's, shared with bench.locomo.
 """
 
 import argparse
 import json
+import os
 import resource
-import shutil
 import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from bench.harness import SHARED_DATA
-from bench.locomo import api_client, call, ranked_dia_ids, setup
+from bench.harness import (MEMORY_COUNTS, SHARED_DATA, api_client, cached_query_embedder, call, close_stack,
+                           conversation_stack, flat_rankings, post_session, ranked_message_ids, setup_django)
 
 DEFAULT_DIR = SHARED_DATA / "longmemeval_s_dev"
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
          "temporal-reasoning", "knowledge-update")
 METHODS = ("keyword", "vector", "hybrid")
-BASELINES = ("flat-bm25", "flat-dense", "flat-rrf")
 KS = (5, 10)
 TURN_SECONDS = 30
 
@@ -114,31 +116,24 @@ def ingest(client, q: dict, stats: dict, var: Path) -> None:
         if not messages:
             continue
         started, cpu = time.perf_counter(), cpu_seconds(var)
-        results = [call(client, "post", "/api/v1/memories",
-                        {"user_id": q["id"], "session_id": session["session_id"], "messages": messages[at:at + 500]})
-                   for at in range(0, len(messages), 500)]
-        results.append(call(client, "post", "/api/v1/memories/flush",
-                            {"user_id": q["id"], "session_id": session["session_id"]}))
+        post_session(client, q["id"], session["session_id"], messages, stats)
         stats["ingest_seconds"] += time.perf_counter() - started
         stats["ingest_cpu_seconds"] += cpu_seconds(var) - cpu
-        stats["messages"] += len(messages)
         stats["bytes"] += sum(len(m["content"].encode()) for m in messages)
-        for result in results:
-            for key in ("episodes", "facts", "merged_duplicates", "superseded"):
-                stats[key] += result.get(key, 0)
 
 
-def flat_rankings(q: dict, top_k: int, embed_query) -> dict[str, list[str]]:
-    from bench.flat import FlatBM25, dense_top, rrf_merge
-    from retrieval.embeddings import embedder
-
+def flat_rankings_of(q: dict, top_k: int, embed_query) -> dict[str, list[str]]:
     turns = [t for s in q["sessions"] for t in s["turns"]]
-    ids = [t["message_id"] for t in turns]
-    lines = [f"{t['role']}: {t['text']}" for t in turns]  # the line the boundary detector embeds
-    sparse = FlatBM25(lines).top(q["question"], top_k)
-    dense = dense_top(embedder().embed_documents(lines), embed_query(q["question"]), top_k)
-    return {"flat-bm25": [ids[i] for i in sparse], "flat-dense": [ids[i] for i in dense],
-            "flat-rrf": [ids[i] for i in rrf_merge([sparse, dense], k=60, limit=top_k)]}
+    rankings = flat_rankings([t["message_id"] for t in turns], [f"{t['role']}: {t['text']}" for t in turns],
+                             [q["question"]], top_k, embed_query)
+    return {name: ranked[0] for name, ranked in rankings.items()}
+
+
+def ingested_users(client) -> set[str]:
+    """The users a reused var dir already holds memories of (their questions are not ingested again)."""
+    from memory.models import Memory
+
+    return set(Memory.objects.values_list("user_id", flat=True).distinct())
 
 
 def hit_any(ranked: list[str], evidence: list[str], k: int) -> float:
@@ -149,49 +144,71 @@ def hit_all(ranked: list[str], evidence: list[str], k: int) -> float:
     return float(set(evidence) <= set(ranked[:k]))
 
 
+def question_time(q: dict) -> str:
+    return haystack_date(q["question_date"]).isoformat()
+
+
 def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache: str | None, log=print,
-        keep: bool = False, dump: str | None = None) -> dict:
-    var = setup(embedding_cache)
-    from django.conf import settings
-
-    from retrieval.embeddings import embedder
-
+        keep: bool = False, dump: str | None = None, reuse: str | None = None, dated: bool = False) -> dict:
+    """`reuse`: a var dir kept by an earlier run (--keep); its users are searched, not ingested again,
+    so a ranking setting can be compared on the same memories in seconds. `dated`: searches carry the
+    question's date as their reference time."""
+    if reuse:
+        os.environ.setdefault("LLM_DISABLED", "1")
+        os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
+        var = setup_django(reuse)  # an existing var dir is kept as it is (and migrated)
+    else:
+        var = conversation_stack(embedding_cache)
     try:
-        model = embedder()
-        model.embed_query = lru_cache(maxsize=None)(model.embed_query)
+        model = cached_query_embedder()
         client = api_client()
-        stats = defaultdict(float)
+        done = ingested_users(client) if reuse else set()
+        stats = defaultdict(float, per_question={})
         rows: dict[str, list[dict]] = defaultdict(list)
         for path in paths:
             q = load(path)
-            wall, cpu = stats["ingest_seconds"], stats["ingest_cpu_seconds"]
-            ingest(client, q, stats, var)
             turns = sum(len(s["turns"]) for s in q["sessions"])
-            log(f"{q['file']} ({q['type']}): {turns} turns ingested in {stats['ingest_seconds'] - wall:.1f}s wall, "
-                f"{stats['ingest_cpu_seconds'] - cpu:.1f} CPU-s")
+            wall, cpu = stats["ingest_seconds"], stats["ingest_cpu_seconds"]
+            if q["id"] not in done:
+                ingest(client, q, stats, var)
+                log(f"{q['file']} ({q['type']}): {turns} turns ingested in {stats['ingest_seconds'] - wall:.1f}s "
+                    f"wall, {stats['ingest_cpu_seconds'] - cpu:.1f} CPU-s")
             searched = time.perf_counter()
             row = {"id": q["id"], "type": q["type"], "question": q["question"], "evidence": q["evidence"]}
             for method in methods:
                 body = {"query": q["question"], "method": method, "top_k": top_k, "filters": {"user_id": q["id"]}}
-                rows[method].append({**row, "ranked": ranked_dia_ids(call(client, "post", "/api/v1/memories/search",
-                                                                          body), method)})
-            for name, ranked in flat_rankings(q, top_k, model.embed_query).items():
+                if dated:
+                    body["reference_time"] = question_time(q)
+                response = call(client, "post", "/api/v1/memories/search", body)
+                rows[method].append({**row, "ranked": ranked_message_ids(response, method),
+                                     "items": _items(response)})
+            for name, ranked in flat_rankings_of(q, top_k, model.embed_query).items():
                 rows[name].append({**row, "ranked": ranked})
             stats["search_seconds"] += time.perf_counter() - searched
+            if q["id"] not in done:
+                stats["per_question"][q["id"]] = {"turns": turns, "wall": round(stats["ingest_seconds"] - wall, 1),
+                                                  "cpu": round(stats["ingest_cpu_seconds"] - cpu, 1)}
+            if dump:  # after every question, so a run stopped early still leaves what it measured
+                Path(dump).write_text(json.dumps(rows, indent=1))
+                done_names = [p.name for p in paths][:len(rows[methods[0]])]
+                Path(dump + ".report.json").write_text(json.dumps(summarise(rows, stats, done_names, top_k), indent=1))
         report = summarise(rows, stats, [p.name for p in paths], top_k)
         if dump:
             Path(dump).write_text(json.dumps(rows, indent=1))
-        if keep:
+        if keep or reuse:
             report["var_dir"] = str(var)
         return report
     finally:
-        from retrieval.backends import reset_backends
-        from retrieval.milvus_lite import stop_server
+        close_stack(var, keep or bool(reuse), stop=not reuse)  # a reused var dir may be another run's
 
-        reset_backends()
-        stop_server(settings.LOCI_VECTOR_INDEX["OPTIONS"]["lite_path"])
-        if not keep:
-            shutil.rmtree(var, ignore_errors=True)
+
+def _items(response: dict) -> list[list]:
+    """What filled the list, for --dump: [kind, score, its message ids, its first 80 characters]."""
+    out = [["episode", e["score"], [s["message_id"] for s in e.get("sources", []) if s.get("type") == "message"],
+            (e.get("episode") or e.get("summary") or "")[:80]] for e in response.get("episodes", [])]
+    out += [["fact", f["score"], [s["message_id"] for s in f.get("sources", []) if s.get("type") == "message"],
+             (f.get("atomic_fact") or "")[:80]] for f in response.get("facts", [])]
+    return sorted(out, key=lambda item: -item[1])
 
 
 def _scores(results: list[dict]) -> dict:
@@ -214,13 +231,14 @@ def summarise(rows: dict[str, list[dict]], stats: dict, names: list[str], top_k:
         "top_k": top_k,
         "messages": int(stats["messages"]),
         "megabytes": round(stats["bytes"] / 1e6, 2),
-        "memories": {k: int(stats[k]) for k in ("episodes", "facts", "merged_duplicates", "superseded")},
+        "memories": {k: int(stats[k]) for k in MEMORY_COUNTS},
         "ingest_seconds": round(stats["ingest_seconds"], 1),
         "ingest_cpu_seconds": round(stats["ingest_cpu_seconds"], 1),
         "per_1000_turns": {"wall": round(stats["ingest_seconds"] * 1000 / turns, 1),
                            "cpu": round(stats["ingest_cpu_seconds"] * 1000 / turns, 1)},
         "per_mb": {"wall": round(stats["ingest_seconds"] / mb, 1), "cpu": round(stats["ingest_cpu_seconds"] / mb, 1)},
         "search_seconds": round(stats["search_seconds"], 1),
+        "ingestion_per_question": stats["per_question"],
         "methods": methods,
     }
 
@@ -258,6 +276,8 @@ def main(argv=None) -> int:
     parser.add_argument("--embedding-cache", help="reuse this embedding cache file across runs (speed only)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary var dir (database, indexes)")
     parser.add_argument("--dump", help="write every question's ranked message ids per method to this JSON file")
+    parser.add_argument("--reuse", help="search the memories of a var dir kept by --keep (no ingestion of its users)")
+    parser.add_argument("--dated", action="store_true", help="searches carry the question date as reference_time")
     args = parser.parse_args(argv)
     try:
         paths = select(files(Path(args.path)), args.questions)
@@ -271,7 +291,8 @@ def main(argv=None) -> int:
     if not 1 <= args.top_k <= 100:
         parser.error("--top-k must be from 1 to 100")
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
-    report = run(paths, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep, dump=args.dump)
+    report = run(paths, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep, dump=args.dump,
+                 reuse=args.reuse, dated=args.dated)
     print(json.dumps(report, indent=2) if args.json else table(report))
     return 0
 

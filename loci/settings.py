@@ -364,6 +364,11 @@ MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
 # At most this many facts said in one message among hybrid's results (0: no limit); the next-best
 # facts of other messages take the freed places. Off by default: see bench/RESULTS.md (LongMemEval).
 MRAG_FACTS_PER_MESSAGE = env_int("MRAG_FACTS_PER_MESSAGE", 0, minimum=0)
+# Hybrid scores of facts said in an AI assistant's reply (a message posted with role "assistant")
+# times this, against the other facts the expansion scored (1: as any other fact). The user's own
+# statements are the memory; boilerplate advice ("By following these tips…") matched questions'
+# "tips" and "lately" instead (bench/RESULTS.md, issue 20). Off by default: measured on 4 questions.
+MRAG_ASSISTANT_FACT_WEIGHT = env_float("MRAG_ASSISTANT_FACT_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
 MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
 MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
 MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})

@@ -32,6 +32,9 @@ class SearchRequest:
     expand_context: bool = False
     neighbours: int = 0  # child chunks each side of an item's source chunk, with context expansion
     rerank: bool | None = None
+    # When the question is asked: its relative dates ("last Thursday", "last month") are resolved
+    # against it, as extraction resolved the messages' (loci.dates). None: the query is left as written.
+    reference_time: datetime | None = None
 
     @property
     def limit(self) -> int:
@@ -89,6 +92,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     rerank = data.get("rerank")
     if rerank is not None and not isinstance(rerank, bool):
         raise SearchError("'rerank' must be true or false.")
+    reference_time = _reference_time(data["reference_time"]) if data.get("reference_time") is not None else None
     return SearchRequest(
         query=query.strip(),
         method=method,
@@ -98,6 +102,7 @@ def parse_search_request(data: dict) -> SearchRequest:
         expand_context=bool(data.get("expand_context", False)) or neighbours > 0,
         neighbours=neighbours,
         rerank=rerank,
+        reference_time=reference_time,
     )
 
 
@@ -112,6 +117,18 @@ def _document_id(value) -> int:
     if not 1 <= number <= MAX_DOCUMENT_ID:
         raise SearchError(f"'filters.document_id' values must be integers from 1 to {MAX_DOCUMENT_ID}.")
     return number
+
+
+def _reference_time(value) -> datetime:
+    """'reference_time' as an aware datetime (UTC when it names no zone)."""
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            at = None
+        if at is not None:
+            return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    raise SearchError("'reference_time' must be an ISO 8601 date or date-time, e.g. \"2023-05-30T18:44:00Z\".")
 
 
 def _valid_at(value) -> str:

@@ -22,6 +22,18 @@ def _chunk_source(chunk: Chunk) -> dict:
     }
 
 
+def assistant_messages(scope, memories: list[Memory]) -> set[tuple[str, str, str]]:
+    """(user_id, session_id, message_id) of the memories' first source messages that an AI assistant
+    sent (posted with role "assistant"), in one query."""
+    said = {(m.user_id, m.session_id, m.source_message_ids[0]) for m in memories if m.source_message_ids}
+    if not said:
+        return set()
+    rows = Message.objects.filter(tenant=scope.tenant, kb_id__in={m.kb_id for m in memories},
+                                  user_id__in={s[0] for s in said}, message_id__in={s[2] for s in said},
+                                  role__iexact="assistant").values_list("user_id", "session_id", "message_id")
+    return {row for row in rows if row in said}
+
+
 def load_memories(scope, ids: list[str]) -> dict[str, Memory]:
     """Active memories by index key, re-checked against the scope (defence in depth)."""
     pks = [i.split(":", 1)[1] for i in ids if i.startswith("memory:")]

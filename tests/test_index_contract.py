@@ -246,6 +246,18 @@ class VectorContract(IndexContract):
         assert [round(h.score, 4) for h in hits] == [1.0, 0.6, 0.0]
         assert [h.id for h in index.search(east, flt(), -1, min_score=0.5)] == ["chunk:e", "chunk:ne"]
 
+    def test_search_many_answers_what_search_answers_for_each_vector(self, index):
+        east, north = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]
+        index.upsert([make_row("chunk:e", "e", vector=east), make_row("chunk:ne", "ne", vector=[0.6, 0.8, 0.0, 0.0]),
+                      make_row("chunk:n", "n", vector=north, document_id=7)])
+        for f in (flt(), flt(document_ids=(7,))):
+            many = index.search_many([east, north], f, 2, min_score=0.5)
+            assert [[(h.id, round(h.score, 4)) for h in hits] for hits in many] == [
+                [(h.id, round(h.score, 4)) for h in index.search(v, f, 2, min_score=0.5)] for v in (east, north)]
+        assert [[h.id for h in hits] for hits in index.search_many([east, north], flt(), 1)] == [["chunk:e"],
+                                                                                              ["chunk:n"]]
+        assert index.search_many([], flt(), 5) == []
+
     def test_each_dimension_has_its_own_collection(self, index):
         index.upsert([make_row("chunk:64", "alpha"), make_row("chunk:16", "alpha", dim=16)])
         assert [h.id for h in index.search(hash_vector("alpha", 16), flt(), 10)] == ["chunk:16"]

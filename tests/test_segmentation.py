@@ -179,3 +179,22 @@ def test_a_relative_date_is_resolved_from_the_message_time(world, django_capture
     fact = Memory.objects.get(kind="atomic_fact", source_message_ids=["d1"])
     assert "yesterday (7 May 2023)" in fact.text and fact.text.startswith("Caroline went")
     assert fact.occurred_at.date().isoformat() == "2023-05-07"
+
+
+def test_an_assistant_reply_is_compared_by_its_opening_words_a_persons_long_turn_by_more():
+    # An assistant's reply spends its length on advice after naming the topic; embedding all of it
+    # for the topic comparison was a quarter of a LongMemEval-S user's ingestion CPU.
+    from ingest.conversation.boundaries import ASSISTANT_TOPIC_WORDS, TOPIC_WORDS
+
+    seen = []
+
+    def embed(texts):
+        seen.extend(texts)
+        return [[1.0, 0.0]] * len(texts)
+
+    long_text = " ".join(f"word{i}" for i in range(300))
+    chat = [Turn(f"m{i}", "assistant" if i % 2 else "user", long_text, T0 + timedelta(seconds=30 * i), "s1",
+                 "assistant" if i % 2 else "user") for i in range(8)]
+    DeterministicBoundaryDetector(embed).detect(chat)
+    assert [len(line.split()) for line in seen] == [TOPIC_WORDS, ASSISTANT_TOPIC_WORDS] * 4
+    assert seen[1] == "assistant: " + " ".join(f"word{i}" for i in range(ASSISTANT_TOPIC_WORDS - 1))

@@ -93,7 +93,8 @@ def speaker(message: Message) -> str:
 
 
 def turn_for(message: Message) -> Turn:
-    return Turn(message.message_id, speaker(message), message.content, message.timestamp, message.session_id)
+    return Turn(message.message_id, speaker(message), message.content, message.timestamp, message.session_id,
+                (message.role or "").lower())
 
 
 def pending_messages(kb: KnowledgeBase, user_id: str, session_id: str):

@@ -44,6 +44,11 @@ MAX_SEGMENT_MESSAGES = 12
 # No LoCoMo turn is longer (its longest: 101 words, photo caption included), so chats of people
 # are cut exactly as before; 64 words changed one LoCoMo session's MemCells.
 TOPIC_WORDS = 112
+# An AI assistant's reply (a turn posted with role "assistant") opens on the user's topic ("Here are
+# some tips for planning your trip to Speyer…") and spends the rest on advice; its opening words are
+# enough for the comparison, and embedding 112 words of every reply was a quarter of LongMemEval-S
+# ingestion CPU with the fast embedder (bench/RESULTS.md). No LoCoMo turn has a role.
+ASSISTANT_TOPIC_WORDS = 32
 
 # EverCore allows five attempts at a usable boundary reply.
 LLM_ATTEMPTS = 5
@@ -157,9 +162,11 @@ class DeterministicBoundaryDetector:
 
 
 def topic_line(turn: Turn) -> str:
-    """The turn's line as the topic comparison embeds it: its first TOPIC_WORDS words."""
+    """The turn's line as the topic comparison embeds it: its first TOPIC_WORDS words (ASSISTANT_TOPIC_WORDS
+    of an assistant's reply)."""
     words = turn.line.split()
-    return turn.line if len(words) <= TOPIC_WORDS else " ".join(words[:TOPIC_WORDS])
+    limit = ASSISTANT_TOPIC_WORDS if turn.role == "assistant" else TOPIC_WORDS
+    return turn.line if len(words) <= limit else " ".join(words[:limit])
 
 
 class LlmBoundaryDetector:

@@ -146,14 +146,19 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
     by_hash = {m.content_hash: m for m in scope.filter(content_hash__in=set(hashes))}
     by_hash.update({m.content_hash: m for m in recent.memories if m.content_hash in set(hashes)})
     plans, similar_for = [], {}
+    hashed = {i for i, digest in enumerate(hashes)
+              if digest in by_hash and not (by_hash[digest].metadata or {}).get("note")}
+    # The index holds none of this segment's facts yet, so every fact's neighbours come from one request.
+    searched = _index_neighbours(kb, user_id, [vectors[i] for i in range(len(texts))
+                                                if not notes[i] and i not in hashed])
     for i, (text, digest) in enumerate(zip(texts, hashes)):
         if notes[i]:
             plans.append(FactPlan(i))
             continue
-        if digest in by_hash and not (by_hash[digest].metadata or {}).get("note"):
+        if i in hashed:
             plans.append(FactPlan(i, duplicate_of=by_hash[digest]))
             continue
-        neighbours = _index_neighbours(kb, user_id, vectors[i])
+        neighbours = searched.pop(0)
         near, score = recent.nearest(vectors[i])
         if near is not None:
             neighbours.append((near, score))
@@ -168,14 +173,19 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
     return plans
 
 
-def _index_neighbours(kb, user_id: str, vector: np.ndarray) -> list[tuple[Memory, float]]:
+def _index_neighbours(kb, user_id: str, vectors: list[np.ndarray]) -> list[list[tuple[Memory, float]]]:
+    """The active facts of the user most similar to each vector (at least SUPERSEDE_MIN_COSINE), in one search."""
+    if not vectors:
+        return []
     exclusive = kb.tenant.isolation == Tenant.Isolation.EXCLUSIVE
     flt = IndexFilter(tenant_id=kb.tenant_id, kb_ids=(kb.pk,), exclusive=exclusive, kinds=("atomic_fact",),
                       user_id=user_id)
-    hits = vector_index().search([float(x) for x in vector], flt, NEIGHBOURS, min_score=SUPERSEDE_MIN_COSINE)
-    pks = [h.id.split(":", 1)[1] for h in hits]
-    rows = {str(m.pk): m for m in Memory.objects.filter(pk__in=pks, status=Memory.Status.ACTIVE)}
-    return [(rows[pk], h.score) for pk, h in zip(pks, hits) if pk in rows]
+    found = vector_index().search_many([[float(x) for x in v] for v in vectors], flt, NEIGHBOURS,
+                                       min_score=SUPERSEDE_MIN_COSINE)
+    pks = [[h.id.split(":", 1)[1] for h in hits] for hits in found]
+    rows = {str(m.pk): m for m in Memory.objects.filter(pk__in={pk for row in pks for pk in row},
+                                                        status=Memory.Status.ACTIVE)}
+    return [[(rows[pk], h.score) for pk, h in zip(row, hits) if pk in rows] for row, hits in zip(pks, found)]
 
 
 def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar_for: dict[int, list[Memory]]) -> None:

@@ -34,6 +34,7 @@ class Turn:
     text: str
     timestamp: datetime
     session_id: str = ""
+    role: str = ""  # "assistant" for an AI assistant's reply (posted with role), else the people's
     _tokens: int | None = field(default=None, repr=False, compare=False)
 
     @property

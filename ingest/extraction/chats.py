@@ -24,6 +24,20 @@ _SIGN_OFF = re.compile(
 )
 
 
+# The frame of an AI assistant's reply, not its content: "By following these tips, you'll…",
+# "Hopefully, these tips will help…", "Keep in mind that…". Such sentences share a question's words
+# ("tips", "lately") and outranked the user's own statements (bench/RESULTS.md, issue 20).
+# Only for speakers named in the unit's context["assistant_speakers"]; people's chat is unchanged.
+_ASSISTANT_FRAME = re.compile(
+    r"^(?:(?:by (?:following|implementing|incorporating|using|trying) (?:these|this|the above)|hopefully|"
+    r"i hope (?:this|these|that)|keep in mind|overall|in summary|in conclusion|to summari[sz]e|feel free|"
+    r"don'?t hesitate|i'?d be (?:happy|glad)|i'?m (?:happy|glad) to|here (?:are|is|'s) (?:some|a few|a list|an?)|"
+    r"(?:that'?s|what) a (?:great|good|fantastic|wonderful)|great (?:question|idea|choice)|good luck|enjoy)\b"
+    r"|sure[!,.]|of course[!,.])",
+    re.I,
+)
+
+
 def participants(unit: ExtractionUnit, passages: list[Passage]) -> list[str]:
     named = unit.context.get("participants") or []
     speakers = [p.speaker for p in passages if p.speaker]
@@ -39,6 +53,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
         exclude=not_antecedents, known=set(participants) - not_antecedents, size=WINDOW
     )
     asked: coreference.Question | None = None
+    assistants = set(unit.context.get("assistant_speakers") or ())
     for passage in passages:
         speaker = passage.speaker
         listener = next((p for p in participants if p != speaker), "") if two_party else ""
@@ -47,6 +62,9 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
         sentences = _notes_apart(split_sentences(passage.text))
         for sentence in sentences:
             cleaned = clean(sentence, participants)
+            if speaker in assistants and _ASSISTANT_FRAME.match(cleaned.strip()):
+                history.add(cleaned, passage.source_id)
+                continue
             note = _NOTE.fullmatch(cleaned)
             if note:  # "[shares a photo of …]": what the speaker shared is a statement of its own
                 out.append(Candidate(f"{speaker} {note.group(1)}" if speaker else note.group(1), cleaned,

@@ -35,6 +35,10 @@ class SearchRequestSerializer(serializers.Serializer):
                                           help_text="also the N child chunks before and after each item's source")
     rerank = serializers.BooleanField(required=False, allow_null=True,
                                       help_text="default: MRAG_RERANK (needs a configured reranker)")
+    reference_time = serializers.CharField(required=False, allow_null=True,
+                                           help_text="ISO date or date-time the question is asked at: its relative "
+                                                     "dates (\"last Thursday\", \"last month\") are searched as the "
+                                                     "days they name, e.g. \"last Thursday (18 May 2023)\"")
 
 
 class SourceSerializer(serializers.Serializer):
@@ -156,6 +160,8 @@ class RawMessageSerializer(serializers.Serializer):
 
 class QueryEchoSerializer(serializers.Serializer):
     text = serializers.CharField()
+    searched_as = serializers.CharField(required=False, help_text="the query with its relative dates resolved "
+                                                                   "against reference_time, when that changed it")
     method = serializers.ChoiceField(METHODS)
     answered_by = serializers.ChoiceField(METHODS, help_text="agentic without an LLM answers as hybrid")
     filters_applied = serializers.DictField(child=serializers.JSONField(),

@@ -121,6 +121,12 @@ class VectorIndex(_IndexContract, Protocol):
         Raises ValueError for an empty vector; upsert raises ValueError for a row without one."""
         ...
 
+    def search_many(self, vectors: list[list[float]], flt: IndexFilter, top_k: int,
+                    min_score: float | None = None) -> list[list[Hit]]:
+        """`search` for each vector under one filter, in one request where the engine allows it:
+        ingestion's duplicate check asks it for every new fact of a MemCell."""
+        ...
+
 
 class KeywordIndex(_IndexContract, Protocol):
     """Rows with text, searched by BM25 over retrieval.text's analysis (segmented, stemmed, the

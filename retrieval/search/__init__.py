@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from loci import metrics
+from loci.dates import resolve_relative_dates
 from retrieval import results
 from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
@@ -58,6 +59,9 @@ class Run:
 @metrics.timed_search
 def search(scope: Scope, req: SearchRequest) -> dict:
     started = time.perf_counter()
+    asked = req.query
+    if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
+        req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
     run = Run.start(scope, req)
     notes = []
     if req.method == "agentic":
@@ -85,7 +89,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     ranking.assign_ranks(response)
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
-        "text": req.query,
+        "text": asked,
         "method": req.method,
         "answered_by": method_used,
         "filters_applied": {"tenant": scope.tenant.slug, "kb": sorted(_slugs(run.base.kb_ids)), **{
@@ -97,6 +101,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
     }
+    if req.query != asked:
+        response["query"]["searched_as"] = req.query
     return response
 
 

@@ -83,6 +83,8 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
                 score_facts = boosted_facts(score_facts, recall.entities)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
+            if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
+                ranked = weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
                 ranked = spread_over_messages(scope, ranked, expander, settings.MRAG_FACTS_PER_MESSAGE)
         else:
@@ -255,6 +257,29 @@ def spread_over_messages(scope, ranked: list[Candidate], expander: EpisodeExpand
             taken[said_in] = taken.get(said_in, 0) + 1
         chosen.append(c)
     return (chosen + surplus)[: len(ranked)]
+
+
+def weigh_assistant_facts(scope, ranked: list[Candidate], expander: EpisodeExpander, weight: float
+                          ) -> list[Candidate]:
+    """The same number of results, facts said in an assistant's reply scored × `weight`.
+
+    They compete again with every fact the expansion scored (its `expanded` table), so a user's
+    statement the replies' facts had pushed out can take a freed place."""
+    pool = {c.id: c for c in ranked}
+    for finals in expander.expanded.values():
+        for fact in finals:
+            pool.setdefault(fact.id, fact)
+    memories = results.load_memories(scope, [c.id for c in pool.values() if c.kind == "atomic_fact"])
+    replies = results.assistant_messages(scope, [m for m in memories.values() if m.source_message_ids])
+    weighed = []
+    for c in pool.values():
+        memory = memories.get(c.id)
+        said_in = (memory.user_id, memory.session_id, memory.source_message_ids[0]) if (
+            memory is not None and memory.source_message_ids) else None
+        if said_in in replies:
+            c = replace(c, score=c.score * weight, scores={**c.scores, "assistant_weight": weight})
+        weighed.append(c)
+    return sorted(weighed, key=lambda c: c.score, reverse=True)[: len(ranked)]
 
 
 def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,
