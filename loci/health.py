@@ -2,8 +2,8 @@
 
 200 {"status": "ok", "checks": {...}} when every check passes, else 503 with "failing" naming the
 checks that did not; "embedder" says when the indexes hold another model's vectors than the
-configured embedder and what to run (model names only). A failure is reported by exception class only: the body is public, and engine
-errors can carry hosts or credentials. The full error goes to the log.
+configured embedder and what to run (model names only). A failure is reported by exception class
+only: the body is public, and engine errors can carry hosts or credentials. The full error goes to the log.
 """
 
 import logging

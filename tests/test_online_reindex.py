@@ -143,7 +143,8 @@ def test_a_reindex_of_one_tenant_rewrites_in_place(world, memories):
     memories[0].status = Memory.Status.DISABLED
     memories[0].save(update_fields=["status"])  # the index still has it: reindex must drop it
     assert reindex(tenant=world.acme)["rows"] == 599
-    assert rows_of(world, 0) == (599, 599) and builds.current() == builds.BuildState(builds.Build(0, "default", "hash-32"))
+    assert rows_of(world, 0) == (599, 599)
+    assert builds.current() == builds.BuildState(builds.Build(0, "default", "hash-32"))  # no new build
 
 
 
@@ -199,7 +200,7 @@ def test_a_search_under_way_at_the_switch_keeps_to_the_build_it_started_on(world
     flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
     dense, sparse = engines.both(flt, 5)
     assert dense and sparse and len(engines.qvec()) == 32
-    assert Engines("grey cat Pepper").build == builds.Build(1, "next", "hash-64")  # the next search starts on the new one
+    assert Engines("grey cat Pepper").build == builds.Build(1, "next", "hash-64")  # the next search: the new one
 
 
 # --- the model identity each build records (retrieval/embeddings/identity.py)

