@@ -108,24 +108,30 @@ def embedder_for(build: Build) -> Embedder:
     configured = embedders.get(build.embedder)
     if configured.name == build.model:
         return configured
-    key = (build.embedder, build.model)
-    with _kept_lock:
-        if key not in _kept:
-            kind = provider_of(build.model)
-            if kind is not None:
-                candidate = build_embedder(kind, "", options=_alias_options(build.embedder))
-                if candidate.name == build.model:
-                    log.warning("index build %s holds vectors of %s, not of the configured %s: embedding for it "
-                                "with %s; `manage.py reindex` moves the indexes to %s (online)",
-                                build.number, build.model, configured.name, build.model, configured.name)
-                    _kept[key] = candidate
-        kept = _kept.get(key)
-    if kept is None:
+    own = _own_model(build)
+    if own is None:
         raise EmbedderMismatch(
             f"index build {build.number} holds vectors of {build.model}, which this installation can no longer "
             f"compute (the {build.embedder!r} embedder is {configured.name}): run `manage.py reindex` to re-embed "
             "everything with it, or configure the embedder the build was made with")
-    return kept
+    return own
+
+
+def _own_model(build: Build) -> Embedder | None:
+    """The bundled provider that computes `build.model` exactly (the same name: the same engine
+    version, weights and converter), behind the cache, built once per process; None if none does."""
+    key = (build.embedder, build.model)
+    with _kept_lock:
+        if key not in _kept:
+            kind = provider_of(build.model)
+            candidate = build_embedder(kind, "", options=_alias_options(build.embedder)) if kind else None
+            if candidate is None or candidate.name != build.model:
+                return None
+            log.warning("index build %s holds vectors of %s, not of the configured %s embedder: embedding for "
+                        "it with %s until `manage.py reindex` moves the indexes to the configured one (online)",
+                        build.number, build.model, build.embedder, build.model)
+            _kept[key] = candidate
+        return _kept[key]
 
 
 def notice() -> str | None:
@@ -137,10 +143,13 @@ def notice() -> str | None:
     configured = configured_model(live.embedder)
     if configured == live.model:
         return None
-    serving = "searches and writes keep using it" if provider_of(live.model) else "it can no longer be computed here"
-    return (f"Embedder: the live index build {live.number} holds vectors of {live.model}, but the configured "
-            f"{live.embedder!r} embedder is {configured}; {serving} until `python manage.py reindex` (online, "
-            "no gap in search) re-embeds everything with the configured one.")
+    said = (f"Embedder: the live index build {live.number} holds vectors of {live.model}, but the configured "
+            f"{live.embedder!r} embedder is {configured}; ")
+    if _own_model(live):
+        return said + ("searches and writes keep using it until `python manage.py reindex` (online, no gap in "
+                       "search) re-embeds everything with the configured one.")
+    return said + ("it can no longer be computed here, so vector search and writes fail until `python manage.py "
+                   "reindex` re-embeds everything with the configured one (keyword search answers meanwhile).")
 
 
 def reset() -> None:
