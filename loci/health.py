@@ -1,8 +1,9 @@
 """GET /healthz: can this process reach its database, broker and both indexes? No auth, a few seconds at most.
 
 200 {"status": "ok", "checks": {...}} when every check passes, else 503 with "failing" naming the
-checks that did not. A failure is reported by exception class only: the body is public, and engine
-errors can carry hosts or credentials. The full error goes to the log.
+checks that did not; "embedder" says when the indexes hold another model's vectors than the
+configured embedder and what to run (model names only). A failure is reported by exception class
+only: the body is public, and engine errors can carry hosts or credentials. The full error goes to the log.
 """
 
 import logging
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
+from retrieval.embeddings import identity
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,13 @@ def healthz(request):
     body = {"status": "fail" if failing else "ok", "checks": results}
     if failing:
         body["failing"] = failing
+    try:
+        notice = identity.notice()
+    except Exception as exc:  # a misconfigured embedder is for the log; the checks above are the answer
+        log.warning("health: cannot compare the configured embedder with the live build's: %s", exc)
+        notice = None
+    if notice:  # still serving (with the build's own model), so not a failure: what to run
+        body["embedder"] = notice
     return JsonResponse(body, status=503 if failing else 200)
 
 

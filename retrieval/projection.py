@@ -20,7 +20,7 @@ from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.builds import Build, BuildState
-from retrieval.embeddings import embedder
+from retrieval.embeddings import embedder, identity
 from retrieval.models import RemovedKnowledgeBase
 from tenants.models import KnowledgeBase, Tenant
 
@@ -112,19 +112,21 @@ def _upsert(rows: list[IndexRow], exclusive: bool, targets: list[Build] | None =
 
 
 def _embed(rows: list[IndexRow], targets: list[Build] | None = None) -> list[tuple[Build, list[IndexRow]]]:
-    """Each target build with the rows embedded by its embedder (two builds of one model embed once)."""
+    """Each target build with the rows embedded by the model its vectors are of (two builds of one
+    model embed once; a build of another model than the configured one keeps getting its own)."""
     vectors: dict[str, list] = {}
     out = []
     for n, build in enumerate(targets or builds.current().targets()):
-        if build.embedder not in vectors:
-            made = embedder(build.embedder).embed_documents([r.text for r in rows])
-            vectors[build.embedder] = [[float(x) for x in vector] for vector in made]
+        model = embedder(build=build)
+        if model.name not in vectors:
+            made = model.embed_documents([r.text for r in rows])
+            vectors[model.name] = [[float(x) for x in vector] for vector in made]
         if n == 0:  # the caller's rows carry the first target's vectors, as they always have
-            for row, vector in zip(rows, vectors[build.embedder]):
+            for row, vector in zip(rows, vectors[model.name]):
                 row.vector = vector
             out.append((build, rows))
         else:
-            out.append((build, [replace(row, vector=vector) for row, vector in zip(rows, vectors[build.embedder])]))
+            out.append((build, [replace(row, vector=vector) for row, vector in zip(rows, vectors[model.name])]))
     return out
 
 
@@ -341,6 +343,7 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
     whose deletion raced with the scan, and rows of deleted knowledge bases.
     """
     with builds.reindex_lock():
+        identity.recorded(builds.current().live)  # the old build's model on file before the new one is
         state = builds.current()
         if state.building is not None:  # left by a reindex that died (its lock is free): nobody writes it
             log.warning("dropping build %s, left unfinished by an earlier reindex", state.building.number)
@@ -348,7 +351,9 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
             _drop_build(state.building.number)
         alias = embedder_alias or state.live.embedder
         embedders.backend(alias)  # an unknown alias fails here, before anything is written
-        new = Build(state.live.number + 1, alias)
+        # The alias as configured now: after a change of model (a new default embedder) this is
+        # the reindex that moves the indexes to it.
+        new = Build(state.live.number + 1, alias, embedder(alias).name)
         _drop_build(new.number)  # leftovers of an attempt that died before recording itself
         builds.write(BuildState(live=state.live, building=new))
         tenants = list(Tenant.objects.all())
@@ -368,7 +373,7 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
             log_progress(f"switched to build {new.number}; dropping build {state.live.number}")
         time.sleep(float(settings.LOCI_REINDEX_DRAIN_SECONDS))  # searches already under way on the old build
         _drop_build(state.live.number)
-    return {"tenants": len(tenants), "rows": total, "build": new.number, "embedder": alias}
+    return {"tenants": len(tenants), "rows": total, "build": new.number, "embedder": alias, "model": new.model}
 
 
 def _drop_build(number: int) -> None:

@@ -57,6 +57,8 @@ def _isolated_var(settings, tmp_path):
         **settings.LOCI_KEYWORD_INDEX,
         "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},
     }
+    # Each test's builds and their recorded embedder identity are its own (never the checkout's var).
+    settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
 
 
 @pytest.fixture

@@ -299,8 +299,8 @@ def test_a_document_deleted_while_indexing_leaves_no_rows_and_the_stage_stops_qu
     class DeletingEmbedder:
         """The real embedder; the delete request commits while batch `when` is being embedded."""
 
-        def __init__(self, alias=None):  # projection asks for the embedder of each build it writes
-            pass
+        def __init__(self, alias=None, *, build=None):  # projection asks for the embedder of each build it writes
+            self.name = real_embedder(build=build).name  # the model, which projection embeds once per batch
 
         def embed_documents(self, texts):
             calls["n"] += 1

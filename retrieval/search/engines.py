@@ -120,7 +120,7 @@ class Engines:
             self._qvec_call = start("embedder", self._embed_query, self.query)
 
     def _embed_query(self, query: str) -> list[float]:  # on the embedder pool
-        return [float(x) for x in embedder(self.build.embedder).embed_query(query)]
+        return [float(x) for x in embedder(build=self.build).embed_query(query)]
 
     def qvec(self) -> list[float]:
         if self._qvec is None:

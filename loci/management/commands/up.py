@@ -12,6 +12,7 @@ from ingest.sweeper import start_sweeper
 from loci import metrics
 from loci.backends import DEFAULT_ALIAS, vector_indexes
 from retrieval.backends.milvus import MilvusVectorIndex
+from retrieval.embeddings import identity
 from retrieval.milvus_lite import ensure_server, release
 from retrieval.projection import refill_empty_keyword_index
 
@@ -32,6 +33,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         self.stdout.write(f"Data: {settings.VAR_DIR} (LOCI_VAR_DIR)")
+        notice = identity.notice()  # the indexes hold another model's vectors than LOCI_EMBEDDER names
+        if notice:
+            self.stdout.write(self.style.WARNING(notice))
         lite_path = None
         # The default alias as the backend handler reads it (a settings module may name aliases);
         # every build of it shares its Milvus Lite file, so one server serves them all.

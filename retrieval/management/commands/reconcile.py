@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from entities.projection import reconcile_entities
+from retrieval.embeddings import identity
 from retrieval.projection import reconcile, reconcile_removed
 from tenants.models import Tenant
 
@@ -20,6 +21,9 @@ class Command(BaseCommand):
             tenants = tenants.filter(slug=opts["tenant"])
             if not tenants.exists():
                 raise CommandError(f"No tenant '{opts['tenant']}'.")
+        notice = identity.notice()  # not drift: every row is there, of the model the build records
+        if notice:
+            self.stderr.write(notice)
         drift = False
         for tenant in tenants:
             report = reconcile(tenant, repair=opts["repair"])
