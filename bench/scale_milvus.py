@@ -67,9 +67,66 @@ def rows_of(start_episode: int, episodes: int, vectors: np.ndarray, rng):
     return out
 
 
+def measure(index, client, name: str, qvecs, n_inserted: int, index_wait: float, pid: int) -> dict:
+    """Flush, wait for the index build, then time hybrid's vector calls and one vector search per query."""
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    from retrieval.backends.base import IndexFilter
+
+    out = {"rows": n_inserted, "load average before": [round(x, 1) for x in os.getloadavg()]}
+    t0 = time.perf_counter()
+    client.flush(name)  # seal the growing segments so that the index node builds their IVF index
+    deadline = time.monotonic() + index_wait
+    while time.monotonic() < deadline:
+        info = client.describe_index(name, "vector")
+        if int(info.get("indexed_rows", 0)) >= n_inserted and info.get("state") == "Finished":
+            break
+        time.sleep(5)
+    out["flush + index seconds"] = round(time.perf_counter() - t0)
+    out["index"] = {k: v for k, v in client.describe_index(name, "vector").items()
+                    if k in ("index_type", "indexed_rows", "total_rows", "pending_index_rows", "state")}
+    out["server RSS before searches (MB)"] = rss_mb(pid)
+    times = {k: [] for k in ("vector method: one search", "hybrid: recalls together", "hybrid: prefetch after",
+                             "hybrid: vector calls in all")}
+    base = IndexFilter(tenant_id=1, kb_ids=(1,))
+    n_episodes = min(settings.MRAG_EPISODE_MULTIPLIER * 10, settings.MRAG_MAX_EPISODES)
+    for warm in (True, False):
+        for qv in (qvecs[:10] if warm else qvecs):
+            t0 = time.perf_counter()
+            index.search(qv, replace(base, kinds=("episode", "atomic_fact")), 10, min_score=settings.VECTOR_MIN_SIMILARITY)
+            one = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            found = {}
+            calls = [threading.Thread(target=lambda k=k: found.__setitem__(
+                k, index.search(qv, replace(base, kinds=(k,)), n_episodes))) for k in ("episode", "atomic_fact")]
+            for c in calls:
+                c.start()
+            for c in calls:
+                c.join()
+            recalls = (time.perf_counter() - t0) * 1000
+            recalled = [h.id for h in found["episode"]]
+            parents = [h.extra["parent_id"] for h in found["atomic_fact"]]
+            t1 = time.perf_counter()
+            flt = replace(base, kinds=("episode", "atomic_fact"), parent_ids=tuple(dict.fromkeys(recalled + parents)),
+                          or_ids=tuple(dict.fromkeys(parents)))
+            index.search(qv, flt, 16384)
+            prefetch = (time.perf_counter() - t1) * 1000
+            if not warm:
+                for key, ms in zip(times, (one, recalls, prefetch, recalls + prefetch)):
+                    times[key].append(ms)
+    out["latency ms (p50, p95)"] = {k: [round(percentile(v, 50), 1), round(percentile(v, 95), 1)]
+                                    for k, v in times.items()}
+    out["server RSS after searches (MB)"] = rss_mb(pid)
+    out["load average after"] = [round(x, 1) for x in os.getloadavg()]
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", default="250000,500000,1000000",
+                        help="row counts to measure at, in one growing collection (each result is printed at once)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--base-texts", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=2000, help="rows per upsert call to the backend")
@@ -87,87 +144,42 @@ def main(argv=None):
     picked = [texts[i] for i in rng.choice(len(texts), size=min(args.base_texts, len(texts)), replace=False)]
     vectors = np.asarray(embedder().embed_documents(picked), dtype=np.float32)
     qs = [questions()[i] for i in rng.choice(len(questions()), size=args.queries, replace=False)]
+    forget = getattr(embedder(), "clear_query_cache", lambda: None)
+    qvecs, embed_ms = [], []
+    for q in qs:
+        forget()
+        t0 = time.perf_counter()
+        qvecs.append([float(x) for x in embedder().embed_query(q)])
+        embed_ms.append((time.perf_counter() - t0) * 1000)
 
     server = EmbeddedMilvusServer(Path(tempfile.mkdtemp(prefix="loci-scale-milvus-")))
     uri = server.start()
-    out = {"rows": args.rows, "embedder": settings.LOCI_EMBEDDER, "load average before": os.getloadavg()}
     try:
-        from retrieval.backends.base import IndexFilter
         from retrieval.backends.milvus import MilvusVectorIndex
 
         index = MilvusVectorIndex({**settings.LOCI_VECTOR_INDEX["OPTIONS"], "uri": uri, "token": EMBEDDED_MILVUS_TOKEN,
                                    "collection_prefix": "scale"})
         index.ping()
-        out["server RSS empty (MB)"] = rss_mb(server.proc.pid)
+        print(json.dumps({"embedder": settings.LOCI_EMBEDDER, "consistency": index.consistency,
+                          "query embedding ms (p50, p95)": [round(percentile(embed_ms, 50), 1),
+                                                            round(percentile(embed_ms, 95), 1)],
+                          "server RSS empty (MB)": rss_mb(server.proc.pid)}), flush=True)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        episodes = args.rows // (FACTS_PER_EPISODE + 1)
         per_batch = max(1, args.batch // (FACTS_PER_EPISODE + 1))
-        for start in range(0, episodes, per_batch):
-            index.upsert(rows_of(start, min(per_batch, episodes - start), vectors, rng))
-            if start // per_batch % 50 == 0:
-                print(json.dumps({"episodes": start, "seconds": round(time.perf_counter() - t0)}), flush=True)
-        out["rows inserted"] = episodes * (FACTS_PER_EPISODE + 1)
-        out["insert seconds (wall, client CPU)"] = [round(time.perf_counter() - t0), round(time.process_time() - cpu0)]
-        client, name = index._client(), "scale_384"
-        t0 = time.perf_counter()
-        client.flush(name)  # seal the growing segments so that the index node builds their IVF index
-        deadline = time.monotonic() + args.index_wait
-        while time.monotonic() < deadline:
-            info = client.describe_index(name, "vector")
-            if int(info.get("indexed_rows", 0)) >= out["rows inserted"] and info.get("state") == "Finished":
-                break
-            time.sleep(5)
-        out["flush + index seconds"] = round(time.perf_counter() - t0)
-        out["index"] = {k: v for k, v in client.describe_index(name, "vector").items()
-                        if k in ("index_type", "indexed_rows", "total_rows", "pending_index_rows", "state")}
-        out["server RSS loaded (MB)"] = rss_mb(server.proc.pid)
-
-        qvecs = []
-        times = {k: [] for k in ("query embedding", "vector method: one search", "hybrid: recalls together",
-                                 "hybrid: prefetch after", "hybrid: vector calls in all")}
-        base = IndexFilter(tenant_id=1, kb_ids=(1,))
-        from dataclasses import replace
-        n_episodes = min(settings.MRAG_EPISODE_MULTIPLIER * 10, settings.MRAG_MAX_EPISODES)
-        forget = getattr(embedder(), "clear_query_cache", lambda: None)
-        for q in qs:
-            forget()
-            t0 = time.perf_counter()
-            qvecs.append([float(x) for x in embedder().embed_query(q)])
-            times["query embedding"].append((time.perf_counter() - t0) * 1000)
-        for warm in (True, False):
-            for qv in (qvecs[:10] if warm else qvecs):
-                t0 = time.perf_counter()
-                index.search(qv, replace(base, kinds=("episode", "atomic_fact")), 10,
-                             min_score=settings.VECTOR_MIN_SIMILARITY)
-                one = (time.perf_counter() - t0) * 1000
-                t0 = time.perf_counter()
-                found = {}
-                calls = [threading.Thread(target=lambda k=k: found.__setitem__(
-                    k, index.search(qv, replace(base, kinds=(k,)), n_episodes))) for k in ("episode", "atomic_fact")]
-                for c in calls:
-                    c.start()
-                for c in calls:
-                    c.join()
-                recalls = (time.perf_counter() - t0) * 1000
-                recalled = [h.id for h in found["episode"]]
-                parents = [h.extra["parent_id"] for h in found["atomic_fact"]]
-                t1 = time.perf_counter()
-                flt = replace(base, kinds=("episode", "atomic_fact"), parent_ids=tuple(dict.fromkeys(recalled + parents)),
-                              or_ids=tuple(dict.fromkeys(parents)))
-                index.search(qv, flt, 16384)
-                prefetch = (time.perf_counter() - t1) * 1000
-                if not warm:
-                    times["vector method: one search"].append(one)
-                    times["hybrid: recalls together"].append(recalls)
-                    times["hybrid: prefetch after"].append(prefetch)
-                    times["hybrid: vector calls in all"].append(recalls + prefetch)
-        out["latency ms (p50, p95)"] = {k: [round(percentile(v, 50), 1), round(percentile(v, 95), 1)]
-                                        for k, v in times.items()}
-        out["server RSS after searches (MB)"] = rss_mb(server.proc.pid)
-        out["load average after"] = os.getloadavg()
+        done = 0
+        for target in sorted(int(r) for r in args.rows.split(",")):
+            episodes = target // (FACTS_PER_EPISODE + 1)
+            for start in range(done, episodes, per_batch):
+                index.upsert(rows_of(start, min(per_batch, episodes - start), vectors, rng))
+            done = max(done, episodes)
+            inserted = done * (FACTS_PER_EPISODE + 1)
+            result = {"insert seconds so far (wall, client CPU)": [round(time.perf_counter() - t0),
+                                                                   round(time.process_time() - cpu0)]}
+            result.update(measure(index, index._client(), "scale_384", qvecs, inserted, args.index_wait,
+                                  server.proc.pid))
+            print(json.dumps(result), flush=True)
     finally:
         server.stop()
-    print(json.dumps(out, indent=1), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """Where one search's milliseconds go: a per-stage and per-engine-call trace at each size.
 
     python -m bench.search_profile [--sizes 10000,100000] [--queries 60] [--method hybrid] [--cprofile]
+                                   [--var-dir DIR]
+
+`--var-dir` traces over the data a `bench.latency --var-dir DIR` run kept (one size) instead of
+loading new rows.
 
 The data are bench.latency's (real sentences, ten facts to an episode, in the database and both
 indexes). Every stage function of retrieval.search.hybrid, every engine call (query embedding,
@@ -21,6 +25,7 @@ import pstats
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -112,8 +117,12 @@ def main(argv=None):
     parser.add_argument("--method", default="hybrid")
     parser.add_argument("--base-texts", type=int, default=1000)
     parser.add_argument("--cprofile", action="store_true")
+    parser.add_argument("--var-dir", help="trace over the rows bench.latency kept in DIR (its one size)")
     args = parser.parse_args(argv)
-    setup_django()
+    kept = json.loads((Path(args.var_dir) / "latency-data.json").read_text()) if args.var_dir else None
+    if kept:
+        args.sizes = ",".join(str(s) for s in kept["sizes"])
+    setup_django(args.var_dir)
     logging.disable(logging.INFO)
     from bench.harness import make_scope
     from retrieval.embeddings import embedder
@@ -121,13 +130,14 @@ def main(argv=None):
     rng = np.random.default_rng(7)
     texts = corpus_sentences()
     picked = [texts[i] for i in rng.choice(len(texts), size=min(args.base_texts, len(texts)), replace=False)]
-    vectors = np.asarray(embedder().embed_documents(picked), dtype=np.float32)
+    vectors = None if kept else np.asarray(embedder().embed_documents(picked), dtype=np.float32)
     qs = [questions()[i] for i in rng.choice(len(questions()), size=args.queries + 20, replace=False)]
     instrument()
     total = 0
     for size in sorted(int(s) for s in args.sizes.split(",")):
         scope, kb = make_scope("latency", "latency")
-        populate(size - total, picked, vectors, scope, kb, rng)
+        if not kept:
+            populate(size - total, picked, vectors, scope, kb, rng)
         total = size
         trace(scope, qs[:20], args.method, None)  # warm-up
         profiler = cProfile.Profile() if args.cprofile else None
