@@ -1,6 +1,12 @@
 """Search latency per method at 10k and 100k memories on the embedded stack (query embedding included).
 
     python -m bench.latency [--sizes 10000,100000] [--queries 200] [--embedded-milvus-server]
+                            [--var-dir DIR] [--answers FILE]
+
+With `--var-dir` the data live in DIR and are kept: a second run with the same DIR, sizes and seed
+only measures (so two checkouts can be timed on the same rows, alternately, by running each with
+the same DIR); `--answers` writes every search's ids and scores, to check that two checkouts answer
+alike.
 
 With `--embedded-milvus-server` the vector index is a Milvus 2.3.5 standalone started for the run
 (the `milvus` wheel of the test extra, as the scale-out tests use) instead of Milvus Lite; with
@@ -101,7 +107,16 @@ def forget_queries() -> None:
         getattr(part, "clear_query_cache", lambda: None)()
 
 
-def measure(scope, queries: list[str], methods) -> dict:
+def answer(response: dict) -> dict:
+    """A search's ids and scores (the API's 6 decimals), list by list, nested facts included."""
+    out = {}
+    for key in ("episodes", "facts", "chunks"):
+        out[key] = [(it["id"], it["score"], [(f["id"], f["score"]) for f in it.get("atomic_facts", [])])
+                    for it in response.get(key, [])]
+    return out
+
+
+def measure(scope, queries: list[str], methods, answers: dict | None = None) -> dict:
     from retrieval.embeddings import embedder
     from retrieval.request import parse_search_request
     from retrieval.search import search
@@ -112,8 +127,10 @@ def measure(scope, queries: list[str], methods) -> dict:
         for method in methods:
             forget_queries()
             t0 = time.perf_counter()
-            search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
+            found = search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
             times[method].append((time.perf_counter() - t0) * 1000)
+            if answers is not None:
+                answers[f"{method}|{q}"] = answer(found)
         forget_queries()
         t0 = time.perf_counter()
         embedder().embed_query(q)
@@ -133,6 +150,8 @@ def main(argv=None):
     parser.add_argument("--base-texts", type=int, default=BASE_TEXTS, help="distinct texts actually embedded")
     parser.add_argument("--embedded-milvus-server", action="store_true",
                         help="run against a Milvus 2.3.5 standalone started for the run (needs the test extra)")
+    parser.add_argument("--var-dir", help="keep the data here; a later run with the same DIR only measures")
+    parser.add_argument("--answers", help="write every search's ids and scores to this JSON file")
     args = parser.parse_args(argv)
     if args.embedded_milvus_server:
         with _milvus_server():
@@ -155,31 +174,45 @@ def _milvus_server():
 
 
 def _run(args):
-    setup_django()
+    var = Path(args.var_dir) if args.var_dir else None
+    marker = var / "latency-data.json" if var else None
+    kept = json.loads(marker.read_text()) if marker and marker.exists() else None
+    setup_django(str(var) if var else None)
     logging.disable(logging.INFO)
     from bench.harness import make_scope
     from retrieval.embeddings import embedder
 
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    if kept is not None and (kept["sizes"] != sizes or kept["base_texts"] != args.base_texts):
+        raise SystemExit(f"{var} holds the data of {kept}; use another --var-dir for other sizes")
+    if kept is not None and len(sizes) > 1:
+        raise SystemExit("a kept data dir holds its largest size only: measure one size per --var-dir")
     rng = np.random.default_rng(7)
     texts = corpus_sentences()
     picked = [texts[i] for i in rng.choice(len(texts), size=min(args.base_texts, len(texts)), replace=False)]
     t0 = time.perf_counter()
-    vectors = np.asarray(embedder().embed_documents(picked), dtype=np.float32)
+    vectors = None if kept else np.asarray(embedder().embed_documents(picked), dtype=np.float32)
     embed_seconds = time.perf_counter() - t0
     qs = [questions()[i] for i in rng.choice(len(questions()), size=args.queries, replace=False)]
     results = {"embedded texts": len(picked), "embedding seconds": round(embed_seconds, 1), "sizes": {}}
+    answers = {} if args.answers else None
     total = 0
     scope = kb = None
-    for size in sorted(int(s) for s in args.sizes.split(",")):
+    for size in sizes:
         scope, kb = make_scope("latency", "latency")
         t0 = time.perf_counter()
-        populate(size - total, picked, vectors, scope, kb, rng)
+        if not kept:
+            populate(size - total, picked, vectors, scope, kb, rng)
         total = size
         load_seconds = time.perf_counter() - t0
         measure(scope, qs[:20], args.methods.split(","))  # warm-up: jieba, model, page cache
         results["sizes"][size] = {"load seconds": round(load_seconds, 1),
-                                  **measure(scope, qs, args.methods.split(","))}
+                                  **measure(scope, qs, args.methods.split(","), answers)}
         print(json.dumps({size: results["sizes"][size]}), flush=True)
+    if marker and not kept:
+        marker.write_text(json.dumps({"sizes": sizes, "base_texts": args.base_texts}))
+    if args.answers:
+        Path(args.answers).write_text(json.dumps(answers))
     print(json.dumps(results, indent=2))
 
 

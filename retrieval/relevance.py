@@ -23,6 +23,7 @@ from django.conf import settings
 # Han, kana and hangul: the scripts BM25 over jieba tokens cannot match against Latin words.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _LETTER = re.compile(r"[^\W\d_]")
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
 # A text is CJK when at least this share of its letters is, Latin when at most 1 − it is, else mixed:
 # a Chinese line that names people in English ("第二个种是P. tuckeri，由Frank Paiva与William M. Tucker
 # 发现", CMRC has a few) is mixed — BM25 matches it from either language, so it is not shifted (with a
@@ -34,8 +35,12 @@ PROBE_CHARS = 400  # the language of a text is read from its start; a long chunk
 def cjk_share(text: str) -> float:
     """Share of the letters of `text` (its first PROBE_CHARS characters) that are CJK; 0 with no letters."""
     probe = text[:PROBE_CHARS]
-    letters = len(_LETTER.findall(probe))
-    return len(_CJK.findall(probe)) / letters if letters else 0.0
+    # Hybrid asks this of every fact it scores (~600 a search): ASCII text has no CJK letter, and
+    # counting runs and substitutions builds no list of one-character strings (2-3x faster).
+    if probe.isascii():
+        return 0.0
+    letters = sum(map(len, _LETTER_RUN.findall(probe)))
+    return _CJK.subn("", probe)[1] / letters if letters else 0.0
 
 
 def script(text: str) -> str:

@@ -266,3 +266,30 @@ def test_neighbours_out_of_range_is_a_clear_error():
     for bad in (-1, 6, "2", True):
         with pytest.raises(SearchError, match="neighbours"):
             parse_search_request({"query": "x", "neighbours": bad})
+
+
+def test_hybrid_answers_across_languages_are_the_same_with_the_texts_read_ahead(world, alice_scope, monkeypatch,
+                                                                                tmp_path):
+    """Hybrid reads the recalled episodes' and facts' texts (for the cross-language shift) while the
+    prefetch's engine calls run; the answers equal those of reading each text when it is scored."""
+    from retrieval.search import hybrid
+
+    english = tmp_path / "station.txt"
+    english.write_text("Aurora Station is a research base on the southern ice shelf.\n\n"
+                       "Tourist visits ended in March 2017, after a storm wrecked the pier.", encoding="utf-8")
+    chinese = tmp_path / "极光站.txt"
+    chinese.write_text("极光站是南部冰架上的一个科研基地。\n\n2017年3月，一场风暴摧毁了码头，游客参观从此结束。",
+                       encoding="utf-8")
+    for path in (english, chinese):
+        assert ingest(alice_scope, world.docs, path).status == "ready"
+    shifted = []
+    for query in ("极光站的游客参观什么时候结束？", "When did tourist visits to Aurora Station end?"):
+        ahead = find(alice_scope, query, top_k=5)
+        monkeypatch.setattr(hybrid.CosineShifts, "preload", lambda self, ids: None)
+        when_scored = find(alice_scope, query, top_k=5)
+        monkeypatch.undo()
+        assert ahead["facts"] and [(f["id"], f["score"], f["scores"]) for f in ahead["facts"]] == [
+            (f["id"], f["score"], f["scores"]) for f in when_scored["facts"]]
+        assert [(e["id"], e["score"]) for e in ahead["episodes"]] == [(e["id"], e["score"]) for e in when_scored["episodes"]]
+        shifted += [f for f in ahead["facts"] if "cross_language" in f["scores"]]
+    assert shifted  # the shift did apply, to the other language's facts

@@ -29,3 +29,23 @@ def test_calibrated_relevance_is_a_probability_monotone_in_its_signal():
                            "cosine": (0.7, 0.85, 0.95)}.items():
         scores = [calibrated(signal, v) for v in values]
         assert all(0.0 < s < 1.0 for s in scores) and scores == sorted(scores), (signal, scores)
+
+
+def test_the_letter_counts_agree_with_a_count_of_every_letter_on_the_shared_corpora():
+    """cjk_share counts runs (and skips ASCII) for speed; it must agree exactly with counting each letter."""
+    import re
+
+    from bench.latency import corpus_sentences
+    from retrieval.relevance import PROBE_CHARS, _CJK, _LETTER, cjk_share
+
+    def reference(text: str) -> float:
+        probe = text[:PROBE_CHARS]
+        letters = len(_LETTER.findall(probe))
+        return len(_CJK.findall(probe)) / letters if letters else 0.0
+
+    texts = corpus_sentences()  # LoCoMo turns and CMRC sentences
+    texts += ["", "123 456", "第二个种是P. tuckeri，由Frank Paiva与William M. Tucker发现", "Ünïcödé naïve café",
+              "ｆｕｌｌｗｉｄｔｈ", "ひらがなカタカナ한국어", "x" * 500 + "中", "²½ⅣⅫ", re.escape("a_b_c")]
+    assert sum(t.isascii() for t in texts) > 1000 and sum(not t.isascii() for t in texts) > 1000
+    for text in texts:
+        assert cjk_share(text) == reference(text), text

@@ -16,7 +16,7 @@ behind it, and reach their own deadline instead of hanging.
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 
@@ -64,11 +64,15 @@ def _pool(engine: str) -> ThreadPoolExecutor:
 
 @dataclass
 class Pending:
-    """A started engine call: its future, which engine, and when it must have answered."""
+    """A started engine call: its future, which engine, and when it must have answered.
+
+    `after` is the call whose result this one takes as its first argument (a dense search's query
+    embedding): it is launched when that one answers, and a failure there is reported as that engine's."""
 
     engine: str
     future: Future
     deadline: float
+    after: "Pending | None" = None
 
 
 def start(engine: str, fn, *args, **kwargs) -> Pending:
@@ -76,8 +80,43 @@ def start(engine: str, fn, *args, **kwargs) -> Pending:
     return Pending(engine, _pool(engine).submit(fn, *args, **kwargs), time.monotonic() + timeout)
 
 
+def start_after(first: Pending, engine: str, fn, *args, **kwargs) -> Pending:
+    """`fn(first's result, *args)` on `engine`'s pool, submitted the moment `first` answers.
+
+    No pool thread waits for another task: `first`'s done-callback submits the call, and the
+    request thread is free meanwhile (hybrid reads the query's entities while the query embeds).
+    The deadline counts from now, like `start`'s."""
+    outer: Future = Future()
+
+    def settle(inner: Future) -> None:
+        try:
+            if inner.exception() is None:
+                outer.set_result(inner.result())
+            else:
+                outer.set_exception(inner.exception())
+        except InvalidStateError:
+            pass  # the waiter gave up (timed out) and cancelled it
+
+    def launch(done: Future) -> None:
+        if outer.cancelled() or done.cancelled() or done.exception() is not None:
+            return  # `wait` raises first's failure, naming its engine
+        try:
+            _pool(engine).submit(fn, done.result(), *args, **kwargs).add_done_callback(settle)
+        except RuntimeError as exc:  # the pool is shut down (interpreter exit)
+            try:
+                outer.set_exception(exc)
+            except InvalidStateError:
+                pass
+
+    pending = Pending(engine, outer, time.monotonic() + settings.SEARCH_ENGINE_TIMEOUT_SECONDS, after=first)
+    first.future.add_done_callback(launch)
+    return pending
+
+
 def wait(pending: Pending):
     """The call's result, or EngineTimeout/EngineUnavailable naming the engine. Only the request thread waits."""
+    if pending.after is not None:
+        wait(pending.after)  # its failure is its own engine's, not this one's
     name = ENGINE_NAMES[pending.engine]
     try:
         return pending.future.result(timeout=max(0.0, pending.deadline - time.monotonic()))
@@ -129,11 +168,17 @@ class Engines:
         return self._qvec
 
     def start_dense(self, flt: IndexFilter, limit: int, floor: float | None = None):
-        """A dense call (answered from the prefetch table when it covers `flt`), to be joined with `result`."""
+        """A dense call (answered from the prefetch table when it covers `flt`), to be joined with `result`.
+
+        While the query is being embedded, the call is chained to the embedding (`start_after`)
+        instead of waiting for it here, so the request thread goes on at once."""
         hits = self._from_prefetched(flt, 0)
         if hits is not None:
             return [h for h in hits if floor is None or h.score >= floor][:limit]
-        return start("vector", vector_index(build=self.build.number).search, self.qvec(), flt, limit, min_score=floor)
+        search = vector_index(build=self.build.number).search
+        if self._qvec is None and self._qvec_call is not None:
+            return start_after(self._qvec_call, "vector", search, flt, limit, min_score=floor)
+        return start("vector", search, self.qvec(), flt, limit, min_score=floor)
 
     def start_bm25(self, flt: IndexFilter, limit: int):
         hits = self._from_prefetched(flt, 1)
