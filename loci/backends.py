@@ -187,7 +187,7 @@ keyword_indexes = register(BackendHandler("keyword index", "LOCI_KEYWORD_INDEX")
 embedders = register(BackendHandler("embedder", "LOCI_EMBEDDERS", reads=(
     "LOCI_EMBEDDER", "LOCI_EMBEDDER_FALLBACK", "EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_MODEL",
     "EMBEDDING_DIM", "EMBEDDING_TIMEOUT", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX",
-    "EMBEDDING_THREADS", "EMBEDDING_CACHE", "EMBEDDING_CACHE_PATH", "VAR_DIR", "LOCI_MODELS_DIR")))
+    "EMBEDDING_THREADS", "EMBEDDING_PRECISION", "EMBEDDING_CACHE", "EMBEDDING_CACHE_PATH", "VAR_DIR", "LOCI_MODELS_DIR")))
 rerankers = register(BackendHandler("reranker", "LOCI_RERANKERS", reads=(
     "RERANK_BASE_URL", "RERANK_API_KEY", "RERANK_MODEL", "RERANK_FALLBACK", "RERANK_TIMEOUT", "LLM_ENABLED")))
 # openai.OpenAI is documented thread-safe (one httpx.Client with a connection pool), so a client

