@@ -119,26 +119,29 @@ def _document_id(value) -> int:
     return number
 
 
+def _aware_datetime(value) -> datetime | None:
+    """An ISO 8601 date or date-time of at most 40 characters as an aware datetime (UTC when it names
+    no zone); None when it is not one."""
+    if not (isinstance(value, str) and len(value) <= 40):
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
 def _reference_time(value) -> datetime:
     """'reference_time' as an aware datetime (UTC when it names no zone)."""
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            at = None
-        if at is not None:
-            return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-    raise SearchError("'reference_time' must be an ISO 8601 date or date-time, e.g. \"2023-05-30T18:44:00Z\".")
+    at = _aware_datetime(value)
+    if at is None:
+        raise SearchError("'reference_time' must be an ISO 8601 date or date-time, e.g. \"2023-05-30T18:44:00Z\".")
+    return at
 
 
 def _valid_at(value) -> str:
     """'filters.valid_at' (foresight whose window holds then) as the UTC ISO text windows are stored in."""
-    if isinstance(value, str) and len(value) <= 40:
-        try:
-            at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            at = None
-        if at is not None:
-            at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-            return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    raise SearchError("'filters.valid_at' must be an ISO 8601 date or date-time, e.g. \"2023-06-15\".")
+    at = _aware_datetime(value)
+    if at is None:
+        raise SearchError("'filters.valid_at' must be an ISO 8601 date or date-time, e.g. \"2023-06-15\".")
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
