@@ -44,28 +44,41 @@ MEMCELL = 12
 GROUPS = {"origin": "location", "interest": "preference"}
 
 
-def profile(conversation: dict) -> tuple[list[tuple], list[float]]:
+def speakers(conversation: dict) -> list[str]:
     conv = conversation["conversation"]
-    names = [conv["speaker_a"], conv["speaker_b"]]
+    return [conv["speaker_a"], conv["speaker_b"]]
+
+
+def memcells(conversation: dict):
+    """(session number, first turn, session time, facts) for each MEMCELL turns of each session, in order,
+    extracted by the deterministic extractor."""
+    conv, names = conversation["conversation"], speakers(conversation)
     sessions = sorted((int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k)))
-    extractor, items, mentions, timings = DeterministicExtractor(), {}, {}, []
+    extractor = DeterministicExtractor()
     for n in sessions:
         when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
         turns = conv[f"session_{n}"]
         for start in range(0, len(turns), MEMCELL):
             passages = [Passage(t["dia_id"], t["text"], t["speaker"], when) for t in turns[start:start + MEMCELL]]
-            facts = extractor.extract(ExtractionUnit("", passages, "en", when, {"participants": names})).facts
-            began = time.perf_counter()
-            for order, fact in enumerate(facts):
-                stamp = (n, start, order)
-                for item in items_in(fact.text, fact.subject, names):
-                    if item.category in SINGLE_VALUED:  # the newer value supersedes
-                        for key in [k for k in items if k[:2] == (item.subject, item.category) and k[2] != item.key]:
-                            items.pop(key)
-                    items[(item.subject, item.category, item.key)] = stamp
-                for label in interests_in(fact.text) if fact.subject else ():
-                    mentions[(fact.subject, label)] = mentions.get((fact.subject, label), 0) + 1
-            timings.append((time.perf_counter() - began) * 1000)
+            unit = ExtractionUnit("", passages, "en", when, {"participants": names})
+            yield n, start, when, extractor.extract(unit).facts
+
+
+def profile(conversation: dict) -> tuple[list[tuple], list[float]]:
+    names = speakers(conversation)
+    items, mentions, timings = {}, {}, []
+    for n, start, _when, facts in memcells(conversation):
+        began = time.perf_counter()
+        for order, fact in enumerate(facts):
+            stamp = (n, start, order)
+            for item in items_in(fact.text, fact.subject, names):
+                if item.category in SINGLE_VALUED:  # the newer value supersedes
+                    for key in [k for k in items if k[:2] == (item.subject, item.category) and k[2] != item.key]:
+                        items.pop(key)
+                items[(item.subject, item.category, item.key)] = stamp
+            for label in interests_in(fact.text) if fact.subject else ():
+                mentions[(fact.subject, label)] = mentions.get((fact.subject, label), 0) + 1
+        timings.append((time.perf_counter() - began) * 1000)
     found = list(items) + [(s, "interest", label) for (s, label), c in mentions.items() if c >= INTEREST_MIN_FACTS]
     return found, timings
 
@@ -93,28 +106,20 @@ def stored(conversation: dict) -> dict:
     call_command("migrate", verbosity=0)
     tenant = Tenant.objects.create(slug="bench-profiles", name="Bench profiles")
     kb = KnowledgeBase.objects.create(tenant=tenant, slug="chats", name="Chats")
-    conv = conversation["conversation"]
-    names = [conv["speaker_a"], conv["speaker_b"]]
-    sessions = sorted((int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k)))
-    extractor, fold_ms, facts_total = DeterministicExtractor(), [], 0
-    for n in sessions:
-        when = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
-        turns = conv[f"session_{n}"]
-        for start in range(0, len(turns), MEMCELL):
-            passages = [Passage(t["dia_id"], t["text"], t["speaker"], when) for t in turns[start:start + MEMCELL]]
-            facts = extractor.extract(ExtractionUnit("", passages, "en", when, {"participants": names})).facts
-            segment = memory_uuid("bench-memcell", kb.pk, n, start)
-            rows = [Memory(id=memory_uuid("bench", kb.pk, segment, i), tenant=tenant, kb=kb,
-                           kind=Memory.Kind.ATOMIC_FACT, text=f.text, user_id="u1", session_id=f"s{n}",
-                           segment_id=segment, source_message_ids=list(f.source_ids), occurred_at=when,
-                           content_hash=Memory.hash_text(f.text), metadata={"subject": f.subject or ""})
-                    for i, f in enumerate(facts)]
-            Memory.objects.bulk_create(rows)
-            facts_total += len(rows)
-            began = time.perf_counter()
-            with transaction.atomic():
-                update_profiles(kb, rows, actor="bench", now=now())
-            fold_ms.append((time.perf_counter() - began) * 1000)
+    fold_ms, facts_total = [], 0
+    for n, start, when, facts in memcells(conversation):
+        segment = memory_uuid("bench-memcell", kb.pk, n, start)
+        rows = [Memory(id=memory_uuid("bench", kb.pk, segment, i), tenant=tenant, kb=kb,
+                       kind=Memory.Kind.ATOMIC_FACT, text=f.text, user_id="u1", session_id=f"s{n}",
+                       segment_id=segment, source_message_ids=list(f.source_ids), occurred_at=when,
+                       content_hash=Memory.hash_text(f.text), metadata={"subject": f.subject or ""})
+                for i, f in enumerate(facts)]
+        Memory.objects.bulk_create(rows)
+        facts_total += len(rows)
+        began = time.perf_counter()
+        with transaction.atomic():
+            update_profiles(kb, rows, actor="bench", now=now())
+        fold_ms.append((time.perf_counter() - began) * 1000)
     items = Memory.objects.filter(kb=kb, kind=Memory.Kind.PROFILE).count()
     cited = [m.metadata["fact_ids"][0] for m in Memory.objects.filter(kb=kb, kind=Memory.Kind.PROFILE)[:2]]
 
