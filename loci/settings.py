@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "ingest",
     "entities",
     "retrieval",
+    "webhooks",
     "console",
     "integrations",
 ]
@@ -355,6 +356,14 @@ RERANK_MODEL = env_str("RERANK_MODEL")
 RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
 RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
 RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
+# Webhooks (webhooks/): hosts (or host:port) a webhook may call although they resolve to a private or
+# loopback address (refused otherwise: no request forgery into the private network); the time one
+# POST may take; the attempts before a delivery is given up (back-off 10 s … 12 h: about 1.5 days at
+# 12); how often each worker looks for new events and due deliveries.
+LOCI_WEBHOOK_ALLOWED_HOSTS = env_list("LOCI_WEBHOOK_ALLOWED_HOSTS")
+LOCI_WEBHOOK_TIMEOUT = env_float("LOCI_WEBHOOK_TIMEOUT", 10.0, minimum=1.0, maximum=60.0)
+LOCI_WEBHOOK_MAX_ATTEMPTS = env_int("LOCI_WEBHOOK_MAX_ATTEMPTS", 12, minimum=1, maximum=50)
+LOCI_WEBHOOK_POLL_SECONDS = env_float("LOCI_WEBHOOK_POLL_SECONDS", 2.0, minimum=0.1)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")

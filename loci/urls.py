@@ -16,5 +16,6 @@ urlpatterns = [
     path("api/v1/", include("ingest.api.urls")),
     path("api/v1/", include("ingest.api.memory_urls")),
     path("api/v1/", include("retrieval.api.urls")),
+    path("api/v1/", include("webhooks.api.urls")),
     path("", include("console.urls")),
 ]

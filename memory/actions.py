@@ -90,9 +90,9 @@ def _delete_knowledge_bases(tenant_id: int, kbs, *, again) -> None:
 def _record_deletions(scope: Scope, memories, reason: str) -> None:
     MemoryHistory.objects.bulk_create(
         [
-            MemoryHistory(memory_id=m.id, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
-                          old_status=m.status, actor=scope.actor, reason=reason[:300])
-            for m in memories.only("id", "tenant_id", "text", "status")
+            MemoryHistory(memory_id=m.id, tenant_id=m.tenant_id, kb_id=m.kb_id, event=MemoryHistory.Event.DELETE,
+                          old_text=m.text, old_status=m.status, actor=scope.actor, reason=reason[:300])
+            for m in memories.only("id", "tenant_id", "kb_id", "text", "status")
         ],
         batch_size=500,
     )

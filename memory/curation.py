@@ -57,8 +57,8 @@ def delete_memories(memories, *, actor: str, reason: str = "deleted") -> int:
         doomed = list(Memory.objects.filter(Q(pk__in=pks) | Q(parent_id__in=pks))
                       .only("id", "tenant_id", "kb_id", "text", "status"))
         MemoryHistory.objects.bulk_create(
-            [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
-                           old_status=m.status, actor=actor, reason=reason[:300]) for m in doomed], batch_size=500)
+            [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, kb_id=m.kb_id, event=MemoryHistory.Event.DELETE,
+                           old_text=m.text, old_status=m.status, actor=actor, reason=reason[:300]) for m in doomed], batch_size=500)
         Memory.objects.filter(pk__in=[m.pk for m in doomed]).delete()
         scopes: dict[int, tuple[set, set]] = {}
         for m in [*doomed, *memories]:
@@ -89,7 +89,7 @@ def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: 
         memories, messages = memories.filter(session_id=session_id), messages.filter(session_id=session_id)
     tenant_id = scope.tenant.pk
     with transaction.atomic():
-        doomed = list(memories.only("id", "tenant_id", "text", "status"))
+        doomed = list(memories.only("id", "tenant_id", "kb_id", "text", "status"))
         _record_deletes(scope, doomed)
         memories.delete()
         messages.delete()
@@ -101,6 +101,7 @@ def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: 
 def _record_deletes(scope: Scope, memories: list[Memory]) -> None:
     now = timezone.now()
     MemoryHistory.objects.bulk_create(
-        [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, event=MemoryHistory.Event.DELETE, old_text=m.text,
-                       old_status=m.status, actor=scope.actor, reason="deleted through the API", created_at=now)
+        [MemoryHistory(memory_id=m.pk, tenant_id=m.tenant_id, kb_id=m.kb_id, event=MemoryHistory.Event.DELETE,
+                       old_text=m.text, old_status=m.status, actor=scope.actor, reason="deleted through the API",
+                       created_at=now)
          for m in memories], batch_size=500)

@@ -355,6 +355,9 @@ class MemoryHistory(models.Model):
 
     memory_id = models.UUIDField(db_index=True, help_text="kept after the memory is deleted")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memory_history")
+    # A plain id, kept after the knowledge base is deleted; set by the deletes, where the memory (and
+    # so its KB) is gone once the row is written: a KB's webhooks still learn of its deletes.
+    kb_id = models.PositiveIntegerField(null=True, blank=True)
     event = models.CharField(max_length=8, choices=Event.choices)
     old_text = models.TextField(blank=True)
     new_text = models.TextField(blank=True)
