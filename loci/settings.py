@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "entities",
     "retrieval",
     "webhooks",
+    "portability",
     "console",
     "integrations",
 ]

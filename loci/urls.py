@@ -17,5 +17,6 @@ urlpatterns = [
     path("api/v1/", include("ingest.api.memory_urls")),
     path("api/v1/", include("retrieval.api.urls")),
     path("api/v1/", include("webhooks.api.urls")),
+    path("api/v1/", include("portability.api.urls")),
     path("", include("console.urls")),
 ]

@@ -11,6 +11,7 @@ The layers, lowest first (an app may import only the apps below it):
     memory        the core: the shared rows and the actions that change them
     webhooks      endpoints and signed deliveries of memory and document events (reads the core's history)
     retrieval     indexes, embeddings, projection, search
+    portability   export and import of memories with their history and sources (JSON Lines)
     ingest        parsing, extraction, conversations, the pipeline and its tasks
     console       the web console's pages and the Django admin
     project       loci's wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
@@ -25,9 +26,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "ingest", "console", "integrations"]
-LAYERS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "ingest", "console", "integrations",
-          "project"]
+APPS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "portability", "ingest", "console",
+        "integrations"]
+LAYERS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "portability", "ingest", "console",
+          "integrations", "project"]
 # loci holds both helpers every app imports and the project's wiring, which imports every app.
 PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
                   "loci.management")
