@@ -9,7 +9,7 @@ DEMO_PASSWORD ?= loci-demo-pw
 
 # The package is installed again only when pyproject.toml changes: the stamp's name carries its hash
 # (code changes need nothing, the install is editable). `rm .venv/.installed-*` forces a reinstall.
-PYPROJECT_HASH := $(shell sha256sum pyproject.toml 2>/dev/null | cut -c1-16)
+PYPROJECT_HASH := $(shell cat pyproject.toml clients/python/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
@@ -25,7 +25,7 @@ $(INSTALLED): | $(PY)
 	touch $@
 
 $(INSTALLED_TEST): | $(PY)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test]" -e ./clients/python
 	rm -f $(VENV)/.installed-[0-9a-f]* $(VENV)/.installed-test-*
 	touch $(INSTALLED) $@
 

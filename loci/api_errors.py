@@ -20,8 +20,9 @@ def exception_handler(exc, context):
     if response is None:
         return None
     data = response.data
-    if isinstance(data, dict) and "detail" in data and len(data) == 1:
-        message = str(data["detail"])
+    if isinstance(data, dict) and len(data) == 1 and ("detail" in data or "error" in data):
+        # {"error": "..."} raised by a view is already the message: not "error: ..." again.
+        message = _flatten(next(iter(data.values())))
     elif isinstance(data, dict):
         message = "; ".join(f"{field}: {_flatten(errors)}" for field, errors in data.items())
     else:

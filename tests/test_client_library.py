@@ -6,11 +6,15 @@ locks out an address of its own and nobody else.
 """
 
 import asyncio
+import glob
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -49,7 +53,8 @@ def server(tmp_path_factory):
 
     var = tmp_path_factory.mktemp("client")
     port = free_port()
-    env = app_env(var, LOCI_MAX_UPLOAD_MB="1", LOCI_TRUSTED_PROXIES="1", LOCI_API_KEY_FAILURES_PER_IP="2")
+    env = app_env(var, LOCI_MAX_UPLOAD_MB="1", LOCI_TRUSTED_PROXIES="1", LOCI_API_KEY_FAILURES_PER_IP="2",
+                  LOCI_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
     manage(env, "migrate", "--no-input", "-v", "0")
     keys = json.loads(manage(env, "shell", "-c", SETUP).stdout.strip().splitlines()[-1])
     base = f"http://127.0.0.1:{port}"
@@ -182,3 +187,126 @@ def test_a_locked_out_address_gets_rate_limited_with_retry_after(server):
         locked.knowledge_bases.list()  # the right key too, from that address, until the window ends
     with Loci(base, keys["alice"]) as alice:
         assert alice.knowledge_bases.list()  # other addresses are not affected
+
+
+def test_memory_edits_history_profiles_entities_and_export(server):
+    base, keys = server
+    with Loci(base, keys["alice"], kb="conversations") as loci:
+        loci.memories.add("u5", "work", [{"sender_id": "u5", "sender_name": "Jon", "content": text,
+                                          "timestamp": f"2024-05-01T09:0{i}:00Z"} for i, text in enumerate(
+            ["I live in Boston with my wife.", "I work at Contoso as a data engineer."])])
+        loci.memories.flush("u5", "work")
+        fact = loci.search("Where does the user work?", filters={"user_id": "u5"})["facts"][0]
+        edited = loci.memories.update(fact["id"], text="The user works at Contoso as a senior data engineer.")
+        assert edited["text"].endswith("senior data engineer.")
+        history = loci.memories.history(fact["id"])
+        assert [h["event"] for h in history["history"]] == ["ADD", "UPDATE"]
+        assert history["history"][1]["after"]["text"] == edited["text"]
+        assert loci.memories.update(fact["id"], status="disabled")["status"] == "disabled"
+
+        profile = loci.profiles.get("u5")
+        assert profile["user_id"] == "u5" and "Boston" in json.dumps(profile["items"])
+        with pytest.raises(NotFound):
+            loci.profiles.get("nobody/../u5")  # one path segment, quoted
+        entities = loci.entities.list(q="Contoso")
+        assert entities["results"], entities
+        assert loci.entities.get(entities["results"][0]["id"])["name"]
+
+        records = loci.export(user_id="u5")
+        assert records[0]["type"] == "loci-export"
+        assert {r["user_id"] for r in records if r["type"] == "memory"} == {"u5"}
+        assert loci.memories.delete_user("u5")["deleted"] >= 2
+        assert loci.memories.list(user_id="u5")["count"] == 0
+
+
+def test_documents_knowledge_bases_and_webhooks_are_managed_through_the_client(server, tmp_path):
+    base, keys = server
+    with Loci(base, keys["alice"]) as loci:
+        kb = loci.knowledge_bases.create("scratch", "Scratch", description="for the client test")
+        assert kb["slug"] == "scratch" and loci.knowledge_bases.get("scratch")["name"] == "Scratch"
+        assert loci.knowledge_bases.update("scratch", name="Scratch pad")["name"] == "Scratch pad"
+        path = tmp_path / "pad.txt"
+        path.write_text("The scratch pad lists three errands: post office, bakery, pharmacy.\n")
+        document = loci.documents.upload(path, kb="scratch")["document"]
+        assert loci.documents.wait(document["id"], timeout=300, interval=0.5)["status"] == "ready"
+        assert loci.documents.original(document["id"]) == path.read_bytes()
+        assert loci.documents.chunks(document["id"])["results"][0]["text"].startswith("The scratch pad")
+        listed = loci.documents.list(kb="scratch")
+        assert [d["filename"] for d in listed["results"]] == ["pad.txt"]
+        rerun = loci.documents.rerun(document["id"])
+        assert rerun["status"] in ("queued", "parsing", "extracting", "indexing", "ready")
+        assert loci.documents.wait(document["id"], timeout=300, interval=0.5)["status"] == "ready"
+        with pytest.raises(LociError):
+            loci.documents.cancel(document["id"])  # a finished document cannot be cancelled
+
+        hook = loci.webhooks.create("http://127.0.0.1:9/hook", kb="scratch", events=["document.ready"])
+        assert hook["secret"].startswith("whsec_")
+        assert [h["id"] for h in loci.webhooks.list()] == [hook["id"]]
+        assert loci.webhooks.update(hook["id"], is_active=False)["is_active"] is False
+        assert loci.webhooks.deliveries(hook["id"])["results"] == []
+        loci.webhooks.delete(hook["id"])
+        with pytest.raises(BadRequest) as refused:
+            loci.webhooks.create("http://10.1.2.3/hook")
+        assert "not a public address" in refused.value.message
+        assert not refused.value.message.startswith("url: url:")
+
+        loci.knowledge_bases.delete("scratch")
+        assert "scratch" not in [k["slug"] for k in loci.knowledge_bases.list()]
+        assert [t["slug"] for t in loci.tenants.list()] == ["acme"]
+
+
+def _python(version: str) -> str | None:
+    found = shutil.which(f"python{version}")
+    candidates = glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}"))
+    for path in [*candidates, found]:
+        if path and subprocess.run([path, "--version"], capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+CLIENT_SCRIPT = """
+import json, sys
+from loci_client import Loci, NotFound
+base, key = sys.argv[1], sys.argv[2]
+with Loci(base, key) as loci:
+    loci.memories.add("u9", "s9", [{"role": "user", "content": "My cat Miso sleeps on the piano.",
+                                    "timestamp": "2024-05-01T09:00:00Z"}], kb="conversations")
+    loci.memories.flush("u9", "s9", kb="conversations")
+    hit = loci.search("Where does Miso sleep?", filters={"user_id": "u9"})["facts"][0]
+    try:
+        loci.memories.get("00000000-0000-0000-0000-000000000000")
+    except NotFound as exc:
+        missing = str(exc)
+    print(json.dumps({"fact": hit["atomic_fact"], "history": len(loci.memories.history(hit["id"])["history"]),
+                      "missing": missing, "python": sys.version_info[:2]}))
+"""
+
+
+@pytest.mark.parametrize("version", ["3.12", "3.9"])
+def test_the_client_installs_alone_in_a_fresh_venv_and_talks_to_the_server(server, tmp_path, version):
+    python = _python(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    base, keys = server
+    venv = tmp_path / "venv"
+    # Nothing of this checkout on the path: the venv must find the installed copy or nothing.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120, env=env)
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                          str(Path(REPO) / "clients" / "python")], capture_output=True, text=True, timeout=600,
+                         env=env)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"],
+                               capture_output=True, text=True, check=True, env=env).stdout
+    names = {p["name"].lower() for p in json.loads(installed)}
+    assert "loci-client" in names and "httpx" in names
+    assert not names & {"django", "loci", "onnxruntime", "pymilvus", "celery"}  # the client alone
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", CLIENT_SCRIPT, base, keys["alice"]],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import loci_client; print(loci_client.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    assert where.startswith(str(venv))  # the installed copy, not the checkout's
+    assert "piano" in out["fact"] and out["history"] == 1 and out["python"] == [int(v) for v in version.split(".")]
+    assert out["missing"].startswith("404: ") and "error:" not in out["missing"]

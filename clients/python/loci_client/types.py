@@ -1,5 +1,7 @@
 """The shapes the API answers, as TypedDicts: the JSON itself, typed for editors and checkers."""
 
+from __future__ import annotations  # `str | None` below on Python 3.9
+
 from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
@@ -129,6 +131,36 @@ class Document(TypedDict):
     created_at: str
     finished_at: str | None
     download_url: str
+
+
+class DocumentPage(TypedDict):
+    count: int
+    next: str | None
+    previous: str | None
+    results: list[Document]
+
+
+class MemoryState(TypedDict):
+    text: str
+    status: str
+
+
+class HistoryEntry(TypedDict):
+    """One change: ADD (before is None), UPDATE, or DELETE (after is None)."""
+
+    id: int
+    memory_id: str
+    event: Literal["ADD", "UPDATE", "DELETE"]
+    actor: str
+    reason: str
+    created_at: str
+    before: MemoryState | None
+    after: MemoryState | None
+
+
+class MemoryHistory(TypedDict):
+    memory_id: str
+    history: list[HistoryEntry]  # oldest first
 
 
 class Upload(TypedDict):

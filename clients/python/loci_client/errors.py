@@ -1,5 +1,7 @@
 """The API's errors as exceptions: every answer of 400 and above raises a LociError (or a subclass)."""
 
+from __future__ import annotations  # `int | None` on Python 3.9
+
 
 class LociError(Exception):
     """An error answer of the Loci API: its HTTP status, its readable message and its detail."""
