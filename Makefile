@@ -13,7 +13,7 @@ PYPROJECT_HASH := $(shell cat pyproject.toml clients/python/pyproject.toml 2>/de
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
-.PHONY: run test install install-test migrate demo vendor-pdfjs vendor-axe
+.PHONY: run test install install-test migrate demo vendor-pdfjs vendor-axe ts-client
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -67,3 +67,9 @@ vendor-axe:
 	cp .axe-pack/package/axe.min.js .axe-pack/package/LICENSE tests/data/axe/
 	printf 'axe-core %s (https://www.npmjs.com/package/axe-core), MPL-2.0 (LICENSE beside this file).\nOnly its built file axe.min.js, copied unchanged; tests/test_console_accessibility.py injects it into\nevery console page. Refresh with `make vendor-axe AXE_VERSION=x.y.z`.\n' $(AXE_VERSION) > tests/data/axe/README.md
 	rm -rf .axe-pack
+
+# The TypeScript client (clients/typescript): the server's OpenAPI schema, the types generated from it,
+# and the build. Run after an API change and commit openapi.json and src/schema.ts (the suite checks).
+ts-client: install
+	$(PY) manage.py spectacular --format openapi-json --file clients/typescript/openapi.json
+	cd clients/typescript && npm ci --no-audit --no-fund && npm run generate && npm run build

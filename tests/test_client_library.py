@@ -310,3 +310,20 @@ def test_the_client_installs_alone_in_a_fresh_venv_and_talks_to_the_server(serve
     assert where.startswith(str(venv))  # the installed copy, not the checkout's
     assert "piano" in out["fact"] and out["history"] == 1 and out["python"] == [int(v) for v in version.split(".")]
     assert out["missing"].startswith("404: ") and "error:" not in out["missing"]
+
+
+def test_the_typescript_client_passes_its_tests_against_the_server(server):
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not (node and npm):
+        pytest.skip("Node.js and npm are not installed")
+    base, keys = server
+    client = Path(REPO) / "clients" / "typescript"
+    if not (client / "node_modules" / "typescript").exists():
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=client, check=True, timeout=600,
+                       capture_output=True)
+    build = subprocess.run([npm, "run", "build"], cwd=client, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    env = {**os.environ, "LOCI_URL": base, "LOCI_API_KEY": keys["alice"], "LOCI_READ_KEY": keys["reader"]}
+    run = subprocess.run([node, "--test", "test/"], cwd=client, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
+    assert "# pass 3" in run.stdout and "# fail 0" in run.stdout and "# skipped 0" in run.stdout
