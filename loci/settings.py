@@ -279,13 +279,20 @@ if 0 < MILVUS_LITE_PORT < 1024:
     raise ImproperlyConfigured(f"MILVUS_LITE_PORT must be 1024-65535 (or unset), got {MILVUS_LITE_PORT}")
 OPENSEARCH_URL = env_str("OPENSEARCH_URL")
 
+# Where the Milvus Lite backend keeps its data (and where an installation indexed on it before the
+# embedded default had it: `up`, `reconcile` and /healthz say when that one still awaits `reindex`).
+MILVUS_LITE_PATH = VAR_DIR / "milvus.db"
 LOCI_VECTOR_INDEX = {
-    "BACKEND": env_str("LOCI_VECTOR_BACKEND", "retrieval.backends.milvus.MilvusVectorIndex"),
+    # The default without MILVUS_URI: vectors in a SQLite file, scored inside each process (no server).
+    # LOCI_VECTOR_BACKEND=retrieval.backends.milvus.MilvusVectorIndex without MILVUS_URI selects
+    # Milvus Lite, a server process started on demand over var/milvus.db.
+    "BACKEND": env_str("LOCI_VECTOR_BACKEND", "retrieval.backends.milvus.MilvusVectorIndex" if MILVUS_URI
+                       else "retrieval.backends.sqlite_vectors.SqliteVectorIndex"),
     "OPTIONS": {
-        # With no MILVUS_URI, a Milvus Lite server process is started on demand over var/milvus.db.
+        "path": str(VAR_DIR / "vectors.sqlite3"),  # the embedded default's file (each build: vectors.bN.sqlite3)
         "uri": MILVUS_URI,
         "token": env_str("MILVUS_TOKEN"),
-        "lite_path": str(VAR_DIR / "milvus.db"),
+        "lite_path": str(MILVUS_LITE_PATH),
         "lite_port": MILVUS_LITE_PORT,
         "collection_prefix": env_str("MILVUS_COLLECTION_PREFIX", "loci"),
         "index_type": env_choice("MILVUS_INDEX_TYPE", "IVF_FLAT", {"FLAT", "IVF_FLAT", "HNSW"}),

@@ -57,6 +57,12 @@ def _isolated_var(settings, tmp_path):
         **settings.LOCI_KEYWORD_INDEX,
         "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},
     }
+    settings.LOCI_VECTOR_INDEX = {
+        **settings.LOCI_VECTOR_INDEX,
+        "OPTIONS": {**settings.LOCI_VECTOR_INDEX["OPTIONS"], "path": str(tmp_path / "vectors.sqlite3"),
+                    "lite_path": str(tmp_path / "milvus.db")},
+    }
+    settings.MILVUS_LITE_PATH = tmp_path / "milvus.db"
     # Each test's builds and their recorded embedder identity are its own (never the checkout's var).
     settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
 
