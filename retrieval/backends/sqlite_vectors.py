@@ -327,6 +327,10 @@ class SqliteVectorIndex:
     def ping(self) -> None:
         self._conn().execute("SELECT seq FROM vec_state").fetchone()
 
+    def is_empty(self) -> bool:
+        """No row at all, of any place or width (retrieval/vector_upgrade.py asks)."""
+        return self._conn().execute("SELECT 1 FROM vec_rows LIMIT 1").fetchone() is None
+
     # --- writes
     @staticmethod
     def _next_seq(conn) -> int:
