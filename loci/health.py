@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
-from retrieval import vector_upgrade
+from retrieval import vector_upgrade, warmup
 from retrieval.embeddings import identity
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,9 @@ def healthz(request):
         upgrade = None
     if upgrade:  # keyword search still answers, so not a failure: what to run
         body["vector_index_upgrade"] = upgrade
+    warm = warmup.state()
+    if warm is not None:  # "warming": searches arriving now wait for the model (outside their deadline)
+        body["warmup"] = warm
     return JsonResponse(body, status=503 if failing else 200)
 
 

@@ -400,6 +400,9 @@ MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
 MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
 MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
+# A search arriving while its process still loads the embedding model (retrieval/warmup.py) waits for
+# it at most this long before its engine calls, and their deadline, start.
+LOCI_WARMUP_WAIT_SECONDS = env_float("LOCI_WARMUP_WAIT_SECONDS", 120.0, minimum=0.0)
 # Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
 # past it the search fails with 504 naming the engine, never hangs.
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)

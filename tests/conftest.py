@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+# The processes and in-process imports of the suite load their models when first used, as before
+# retrieval/warmup.py (tests/test_warmup.py turns it on where it is what is tested).
+os.environ.setdefault("LOCI_WARM_START", "0")
+
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 

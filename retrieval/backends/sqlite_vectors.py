@@ -327,6 +327,18 @@ class SqliteVectorIndex:
     def ping(self) -> None:
         self._conn().execute("SELECT seq FROM vec_state").fetchone()
 
+    def preload(self) -> None:
+        """Bring this process's copy of every partition up to date (a starting process warms up with it)."""
+        conn = self._conn()
+        found = conn.execute("SELECT p.pid, p.version, p.dim, s.epoch FROM vec_parts AS p, vec_state AS s").fetchall()
+        if not found:
+            return
+        with self._lock:
+            if found[0][3] != self._epoch:
+                self._parts, self._epoch = {}, found[0][3]
+            parts = [(pid, self._parts.setdefault(pid, _Partition(dim)), version) for pid, version, dim, _ in found]
+        self._catch_up([(pid, part) for pid, part, version in parts if part.version < version])
+
     def is_empty(self) -> bool:
         """No row at all, of any place or width (retrieval/vector_upgrade.py asks)."""
         return self._conn().execute("SELECT 1 FROM vec_rows LIMIT 1").fetchone() is None
