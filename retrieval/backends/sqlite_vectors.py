@@ -144,15 +144,17 @@ class _Column:
             self.values.append(value)
         return code
 
-    def mask(self, test: Callable, n: int) -> np.ndarray:
-        wanted = [code for code, value in enumerate(self.values) if test(value) is True]
-        if not wanted:
-            return np.zeros(n, dtype=bool)
-        if len(wanted) == len(self.values):
-            return self.codes[:n] >= 0
-        if len(wanted) == 1:
-            return self.codes[:n] == wanted[0]
-        return np.isin(self.codes[:n], np.asarray(wanted, dtype=np.int32))
+
+def _mask(codes: np.ndarray, values: list, test: Callable, n: int) -> np.ndarray:
+    """Which of the first `n` rows hold a value passing `test` (evaluated once per distinct value)."""
+    wanted = [code for code, value in enumerate(values) if test(value) is True]
+    if not wanted:
+        return np.zeros(n, dtype=bool)
+    if len(wanted) == len(values):
+        return codes[:n] >= 0
+    if len(wanted) == 1:
+        return codes[:n] == wanted[0]
+    return np.isin(codes[:n], np.asarray(wanted, dtype=np.int32))
 
 
 class _Partition:
@@ -229,34 +231,51 @@ class _Partition:
         self.slot_of = {rid_of_slot[s]: new for new, s in enumerate(keep)}
         self.slot_of_id = {id_: slot for slot, id_ in enumerate(ids)}
 
+    def view(self) -> "_View":
+        """What a search reads, taken under the partition's lock and read without it: a catch-up
+        replaces the arrays it grows or compacts (the view keeps the old ones) and appends to the
+        lists (the view reads only its first n); a row rewritten in place meanwhile is a concurrent write."""
+        return _View(self.n, self.vectors, self.alive, self.ids, self.slot_of_id,
+                     {name: (col.codes, col.values) for name, col in self.columns.items()})
+
+
+class _View:
+    __slots__ = ("n", "vectors", "alive", "ids", "slot_of_id", "columns")
+
+    def __init__(self, n, vectors, alive, ids, slot_of_id, columns):
+        self.n, self.vectors, self.alive, self.ids, self.slot_of_id, self.columns = (
+            n, vectors, alive, ids, slot_of_id, columns)
+
+    def _slots(self, ids) -> list[int]:
+        return [s for s in map(self.slot_of_id.get, ids) if s is not None and s < self.n]
+
     def select(self, flt: IndexFilter) -> np.ndarray:
         """The slots of the live rows the filter lets through (tenant, KB and kind are the partition's)."""
         tests, ids, or_ids = _predicates(flt)
         n = self.n
         mask = self.alive[:n].copy()
+        if ids:  # a few picked rows: everything else is out before any column is read
+            picked = np.zeros(n, dtype=bool)
+            picked[self._slots(ids)] = True
+            mask &= picked
         for column, test in tests:
             if column in _PARTITION:
                 continue
-            col = self.columns.get(column)
-            if col is None:  # a field no row of this partition has: only a None test could pass
+            if column not in self.columns:  # a field no row of this partition has: only a None test passes
                 if test(None) is not True:
                     return np.zeros(0, dtype=np.int64)
                 continue
-            mask &= col.mask(test, n)
-        if ids:
-            picked = np.zeros(n, dtype=bool)
-            picked[[s for s in map(self.slot_of_id.get, ids) if s is not None]] = True
-            mask &= picked
+            mask &= _mask(*self.columns[column], test, n)
         if or_ids:
             either = np.zeros(n, dtype=bool)
-            either[[s for s in map(self.slot_of_id.get, or_ids) if s is not None]] = True
+            either[self._slots(or_ids)] = True
             if flt.parent_ids and "parent_id" in self.columns:
-                either |= self.columns["parent_id"].mask(frozenset(flt.parent_ids).__contains__, n)
+                either |= _mask(*self.columns["parent_id"], frozenset(flt.parent_ids).__contains__, n)
             mask &= either
         return np.flatnonzero(mask)
 
     def extra(self, slot: int) -> dict:
-        return {name: self.columns[name].values[self.columns[name].codes[slot]] for name in HIT_FIELDS}
+        return {name: self.columns[name][1][self.columns[name][0][slot]] for name in HIT_FIELDS}
 
 
 class SqliteVectorIndex:
@@ -513,21 +532,23 @@ class SqliteVectorIndex:
         matrix = matrix / np.where(norms == 0, 1.0, norms)
         found: list[list[tuple[float, str, dict]]] = [[] for _ in queries]
         for part in self._fresh(flt, matrix.shape[1]):
-            with part.lock:  # slots, ids and fields are read under it: a catch-up may compact them
-                slots = part.select(flt)
-                if not len(slots):
-                    continue
-                if len(slots) > part.n // 2:  # most rows pass: one product over the block, then pick
-                    scores = (part.vectors[:part.n] @ matrix.T)[slots]
-                else:
-                    scores = part.vectors[slots] @ matrix.T
-                for q in range(len(queries)):
-                    column = scores[:, q]
-                    k = min(limit, len(column))
-                    top = np.argpartition(-column, k - 1)[:k] if k < len(column) else np.arange(len(column))
-                    if min_score is not None:
-                        top = top[column[top] >= min_score]
-                    found[q] += [(float(column[i]), part.ids[slots[i]], part.extra(int(slots[i]))) for i in top]
+            with part.lock:
+                view = part.view()
+            # Scored without the lock: numpy releases the GIL, so searches of one partition run side by side.
+            slots = view.select(flt)
+            if not len(slots):
+                continue
+            if len(slots) > view.n // 2:  # most rows pass: one product over the block, then pick
+                scores = (view.vectors[:view.n] @ matrix.T)[slots]
+            else:
+                scores = view.vectors[slots] @ matrix.T
+            for q in range(len(queries)):
+                column = scores[:, q]
+                k = min(limit, len(column))
+                top = np.argpartition(-column, k - 1)[:k] if k < len(column) else np.arange(len(column))
+                if min_score is not None:
+                    top = top[column[top] >= min_score]
+                found[q] += [(float(column[i]), view.ids[slots[i]], view.extra(int(slots[i]))) for i in top]
         out = []
         for candidates in found:
             candidates.sort(key=lambda c: (-c[0], c[1]))
