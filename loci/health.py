@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
+from retrieval import vector_upgrade, warmup
 from retrieval.embeddings import identity
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,16 @@ def healthz(request):
         notice = None
     if notice:  # still serving (with the build's own model), so not a failure: what to run
         body["embedder"] = notice
+    try:
+        upgrade = vector_upgrade.notice()
+    except Exception as exc:  # the checks above report an unreachable index; this is advice only
+        log.warning("health: cannot tell whether the vector index awaits its move from Milvus Lite: %s", exc)
+        upgrade = None
+    if upgrade:  # keyword search still answers, so not a failure: what to run
+        body["vector_index_upgrade"] = upgrade
+    warm = warmup.state()
+    if warm is not None:  # "warming": searches arriving now wait for the model (outside their deadline)
+        body["warmup"] = warm
     return JsonResponse(body, status=503 if failing else 200)
 
 

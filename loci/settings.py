@@ -281,13 +281,20 @@ if 0 < MILVUS_LITE_PORT < 1024:
     raise ImproperlyConfigured(f"MILVUS_LITE_PORT must be 1024-65535 (or unset), got {MILVUS_LITE_PORT}")
 OPENSEARCH_URL = env_str("OPENSEARCH_URL")
 
+# Where the Milvus Lite backend keeps its data (and where an installation indexed on it before the
+# embedded default had it: `up`, `reconcile` and /healthz say when that one still awaits `reindex`).
+MILVUS_LITE_PATH = VAR_DIR / "milvus.db"
 LOCI_VECTOR_INDEX = {
-    "BACKEND": env_str("LOCI_VECTOR_BACKEND", "retrieval.backends.milvus.MilvusVectorIndex"),
+    # The default without MILVUS_URI: vectors in a SQLite file, scored inside each process (no server).
+    # LOCI_VECTOR_BACKEND=retrieval.backends.milvus.MilvusVectorIndex without MILVUS_URI selects
+    # Milvus Lite, a server process started on demand over var/milvus.db.
+    "BACKEND": env_str("LOCI_VECTOR_BACKEND", "retrieval.backends.milvus.MilvusVectorIndex" if MILVUS_URI
+                       else "retrieval.backends.sqlite_vectors.SqliteVectorIndex"),
     "OPTIONS": {
-        # With no MILVUS_URI, a Milvus Lite server process is started on demand over var/milvus.db.
+        "path": str(VAR_DIR / "vectors.sqlite3"),  # the embedded default's file (each build: vectors.bN.sqlite3)
         "uri": MILVUS_URI,
         "token": env_str("MILVUS_TOKEN"),
-        "lite_path": str(VAR_DIR / "milvus.db"),
+        "lite_path": str(MILVUS_LITE_PATH),
         "lite_port": MILVUS_LITE_PORT,
         "collection_prefix": env_str("MILVUS_COLLECTION_PREFIX", "loci"),
         "index_type": env_choice("MILVUS_INDEX_TYPE", "IVF_FLAT", {"FLAT", "IVF_FLAT", "HNSW"}),
@@ -403,6 +410,9 @@ MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
 MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
 MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
+# A search arriving while its process still loads the embedding model (retrieval/warmup.py) waits for
+# it at most this long before its engine calls, and their deadline, start.
+LOCI_WARMUP_WAIT_SECONDS = env_float("LOCI_WARMUP_WAIT_SECONDS", 120.0, minimum=0.0)
 # Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
 # past it the search fails with 504 naming the engine, never hangs.
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)

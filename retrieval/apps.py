@@ -14,6 +14,13 @@ class RetrievalConfig(AppConfig):
         from tenants import signals as tenant_signals
 
         metrics.register_state(StateCollector())
+        from celery import signals as celery_signals
+
+        from retrieval import warmup
+
+        # Each worker process (prefork children included) loads its models as it starts.
+        celery_signals.worker_process_init.connect(lambda **kw: warmup.start(), weak=False,
+                                                   dispatch_uid="retrieval.warmup")
 
         for signal, receiver in [
             (memory_signals.memories_changed, signals.index_memories),

@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+# The processes and in-process imports of the suite load their models when first used, as before
+# retrieval/warmup.py (tests/test_warmup.py turns it on where it is what is tested).
+os.environ.setdefault("LOCI_WARM_START", "0")
+
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
@@ -57,6 +61,12 @@ def _isolated_var(settings, tmp_path):
         **settings.LOCI_KEYWORD_INDEX,
         "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},
     }
+    settings.LOCI_VECTOR_INDEX = {
+        **settings.LOCI_VECTOR_INDEX,
+        "OPTIONS": {**settings.LOCI_VECTOR_INDEX["OPTIONS"], "path": str(tmp_path / "vectors.sqlite3"),
+                    "lite_path": str(tmp_path / "milvus.db")},
+    }
+    settings.MILVUS_LITE_PATH = tmp_path / "milvus.db"
     # Each test's builds and their recorded embedder identity are its own (never the checkout's var).
     settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
 

@@ -1,7 +1,8 @@
 """Index fixtures for any test module: `from tests.index_fixtures import milvus_lite_uri, ...`.
 
 - `milvus_lite_uri` (session): one Milvus Lite server on a free port in a temporary directory.
-- `sqlite_keyword_index`, `milvus_vector_index`: a fresh backend per test (own file / own prefix).
+- `sqlite_keyword_index`, `sqlite_vector_index`, `milvus_vector_index`: a fresh backend per test (own
+  file / own prefix).
 - `milvus_server` (session): (uri, token, version) of a Milvus server: MILVUS_URI (and MILVUS_TOKEN)
   when set, else a Milvus 2.3.5 standalone from the `milvus` package (the `test` extra) started once
   per session on free ports in a temporary directory and stopped at its end; skipped without either.
@@ -106,6 +107,15 @@ def sqlite_keyword_index(tmp_path):
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
 
     index = SqliteKeywordIndex({"path": str(tmp_path / "keyword.sqlite3")})
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def sqlite_vector_index(tmp_path):
+    from retrieval.backends.sqlite_vectors import SqliteVectorIndex
+
+    index = SqliteVectorIndex({"path": str(tmp_path / "vectors.sqlite3")})
     yield index
     index.close()
 

@@ -22,33 +22,26 @@ CHECK_NAMES = {"database", "broker", "vector_index", "keyword_index"}
 
 @pytest.fixture
 def embedded_indexes(settings, tmp_path):
-    """The default backends (Milvus Lite server, SQLite FTS5) over this test's own files and port."""
+    """The default backends (vectors in SQLite, SQLite FTS5) over this test's own files: no server."""
     from retrieval.backends import reset_backends
-    from retrieval.milvus_lite import ensure_server, stop_server
 
-    lite_path, port = tmp_path / "milvus.db", free_port()
-    settings.LOCI_VECTOR_INDEX = {
-        **settings.LOCI_VECTOR_INDEX,
-        "OPTIONS": {**settings.LOCI_VECTOR_INDEX["OPTIONS"], "uri": "", "lite_path": str(lite_path), "lite_port": port},
-    }
     broker = tmp_path / "broker"
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(broker / "queue"), "data_folder_out": str(broker / "queue"),
         "processed_folder": str(broker / "processed"), "store_processed": False,
     }
-    # Started up front, as `manage.py up` does, and each client built and connected once: a fresh
-    # process's first check also pays for imports and connections, which a loaded CI machine can
-    # stretch past the timeout. That cold start is the compose health check's start_period's job.
-    ensure_server(lite_path, port)
+    # Each client built and connected once, as a started process has: a fresh process's first check
+    # also pays for imports and connections, which a loaded CI machine can stretch past the timeout.
+    # That cold start is the compose health check's start_period's job.
     from retrieval.backends import keyword_index, vector_index
     from retrieval.backends.base import IndexFilter
 
+    assert type(vector_index()).__name__ == "SqliteVectorIndex"
     vector_index().count(IndexFilter(tenant_id=0, kb_ids=(0,)))
     keyword_index().count(IndexFilter(tenant_id=0, kb_ids=(0,)))
     yield
     reset_backends()
-    stop_server(lite_path)
 
 
 def get_health(client):
@@ -106,7 +99,7 @@ def test_a_dependency_that_never_answers_fails_within_the_timeout(client, db, em
 
 def test_it_names_the_indexes_when_their_servers_are_down(client, db, embedded_indexes, settings):
     settings.LOCI_VECTOR_INDEX = {
-        **settings.LOCI_VECTOR_INDEX,
+        "BACKEND": "retrieval.backends.milvus.MilvusVectorIndex",
         "OPTIONS": {**settings.LOCI_VECTOR_INDEX["OPTIONS"], "uri": f"http://127.0.0.1:{free_port()}"},
     }
     settings.LOCI_KEYWORD_INDEX = {
@@ -182,7 +175,7 @@ def test_log_format_json_makes_a_process_log_json(tmp_path):
 
 @pytest.mark.parametrize("level, ok", [("Bounded", True), ("sometimes", False)])
 def test_the_milvus_consistency_level_is_a_setting_checked_at_start(tmp_path, level, ok):
-    env = app_env(tmp_path, MILVUS_CONSISTENCY_LEVEL=level)
+    env = app_env(tmp_path, MILVUS_CONSISTENCY_LEVEL=level, LOCI_VECTOR_BACKEND="retrieval.backends.milvus.MilvusVectorIndex")
     script = ("import django; django.setup()\nfrom retrieval.backends import vector_index\n"
               "print(vector_index().consistency)\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)

@@ -25,6 +25,7 @@ from tests.index_fixtures import (  # noqa: F401  (fixtures are found by name)
     server_milvus_vector_index,
     _server_collections,
     sqlite_keyword_index,
+    sqlite_vector_index,
 )
 
 HOSTILE = ['x" or tenant_id > 0 or "', "') OR 1=1 --", '" || "', "\\", '\\" or id != "', "*", "%", "a\nb"]
@@ -366,6 +367,12 @@ class TestOpenSearchKeywordIndex(KeywordContract):
     @pytest.fixture
     def index(self, opensearch_keyword_index):
         return opensearch_keyword_index
+
+
+class TestSqliteVectorIndex(VectorContract):
+    @pytest.fixture
+    def index(self, sqlite_vector_index):
+        return sqlite_vector_index
 
 
 class TestMilvusLiteVectorIndex(VectorContract):

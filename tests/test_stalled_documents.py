@@ -250,7 +250,8 @@ def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready
 
     # A cold embedding cache of its own: with vectors other tests left in the run's cache the index
     # stage can finish between two polls, before the server is stopped (seen under load).
-    var, env = scenario("outage", "clean", EMBEDDING_CACHE_PATH=str(tmp_path / "cold-embedding-cache.sqlite3"))
+    var, env = scenario("outage", "clean", EMBEDDING_CACHE_PATH=str(tmp_path / "cold-embedding-cache.sqlite3"),
+                        LOCI_VECTOR_BACKEND="retrieval.backends.milvus.MilvusVectorIndex")  # its server is stopped
     with workers() as started:
         worker = Worker(env, tmp_path / "worker.log", name="w")
         started.append(worker.start())

@@ -16,7 +16,7 @@ from django.conf import settings
 
 from loci import metrics
 from loci.dates import resolve_relative_dates
-from retrieval import results
+from retrieval import results, warmup
 from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
@@ -58,6 +58,7 @@ class Run:
 
 @metrics.timed_search
 def search(scope: Scope, req: SearchRequest) -> dict:
+    warmup.wait()  # a process still loading its model: wait here, before any engine deadline starts
     started = time.perf_counter()
     asked = req.query
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it

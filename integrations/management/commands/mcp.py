@@ -3,6 +3,7 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 
 from integrations.mcp_server import build_server
+from retrieval import warmup
 from tenants.models import ApiKey
 
 
@@ -23,4 +24,5 @@ class Command(BaseCommand):
         if ApiKey.verify(token) is None:
             raise CommandError("Invalid or revoked API key.")
         # Every call still resolves the key again: a key revoked while the server runs stops working.
+        warmup.start()  # loaded while the client connects: its first search does not pay for it in the deadline
         build_server(lambda ctx: token).run("stdio")

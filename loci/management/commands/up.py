@@ -12,6 +12,7 @@ from ingest.sweeper import start_sweeper
 from loci import metrics
 from loci.backends import DEFAULT_ALIAS, vector_indexes
 from retrieval.backends.milvus import MilvusVectorIndex
+from retrieval import vector_upgrade
 from retrieval.embeddings import identity
 from retrieval.milvus_lite import ensure_server, release
 from retrieval.projection import refill_empty_keyword_index
@@ -22,7 +23,7 @@ STOP_SECONDS = 20
 
 
 class Command(BaseCommand):
-    help = ("Start the web server and a Celery worker together (and the embedded Milvus Lite server); "
+    help = ("Start the web server and a Celery worker together (and a Milvus Lite server when selected); "
             "Ctrl-C or SIGTERM stops all of them.")
 
     def add_arguments(self, parser):
@@ -36,6 +37,9 @@ class Command(BaseCommand):
         notice = identity.notice()  # the indexes hold another model's vectors than LOCI_EMBEDDER names
         if notice:
             self.stdout.write(self.style.WARNING(notice))
+        upgrade = vector_upgrade.notice()  # indexed on Milvus Lite before the embedded default
+        if upgrade:
+            self.stdout.write(self.style.WARNING(upgrade))
         lite_path = None
         # The default alias as the backend handler reads it (a settings module may name aliases);
         # every build of it shares its Milvus Lite file, so one server serves them all.

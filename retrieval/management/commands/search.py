@@ -2,6 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from retrieval import warmup
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from retrieval.search.ranking import merged
@@ -22,6 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the raw JSON response")
 
     def handle(self, *args, **opts):
+        warmup.start()  # the model loads beside the tenant lookup; the search waits for it outside its deadline
         tenant = Tenant.objects.filter(slug=opts["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant '{opts['tenant']}'.")

@@ -1,0 +1,138 @@
+"""Keyword search at 100k rows: SQLite FTS5 (the default) beside tantivy and bm25s, on the same rows.
+
+    python -m bench.keyword_engines [--rows 100000] [--queries 100] [--tenants 1]
+
+Rows are real sentences (LoCoMo turns, CMRC passages: bench.latency's corpus), one memory each,
+drawn with repetition, analysed once by retrieval.text.index_terms (the analysis every backend
+shares); the engines index those terms (FTS5 through the backend, tantivy through a whitespace
+tokenizer, bm25s as token lists), so the same query terms reach each. Queries are real questions.
+Times are wall milliseconds per top-10 search in this process, each engine in turn for each
+question (so load weighs on all alike), with the filter every Loci search carries (tenant, KB,
+status: one tenant holding all rows unless --tenants). Agreement: the share of FTS5's top 10 that
+each engine also returns (FTS5's bm25() is the contract suite's reference; tantivy and bm25s
+(method "robertson") use other idf smoothing, so small rank swaps are expected).
+"""
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from bench.harness import percentile
+from bench.latency import corpus_sentences, questions
+
+
+def stats(times):
+    return {"p50": round(percentile(times, 50), 2), "p95": round(percentile(times, 95), 2)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--tenants", type=int, default=1)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
+    import django
+
+    django.setup()
+    import bm25s
+    import tantivy
+
+    from retrieval.backends.base import IndexFilter, IndexRow
+    from retrieval.backends.sqlite_fts import SqliteKeywordIndex
+    from retrieval.text import index_terms
+
+    rng = np.random.default_rng(7)
+    sentences = corpus_sentences()
+    texts = [sentences[i] for i in rng.integers(len(sentences), size=args.rows)]
+    tenants = rng.integers(args.tenants, size=args.rows) + 1
+    t0 = time.perf_counter()
+    terms = [index_terms(t) for t in texts]
+    analysis = time.perf_counter() - t0
+    qs = [questions()[i] for i in rng.choice(len(questions()), size=args.queries, replace=False)]
+    out = {"rows": args.rows, "tenants": args.tenants, "queries": len(qs), "analysis seconds": round(analysis, 1),
+           "load average before": round(os.getloadavg()[0], 2)}
+
+    # FTS5, through the backend
+    tmp = tempfile.mkdtemp(prefix="loci-kw-")
+    fts = SqliteKeywordIndex({"path": os.path.join(tmp, "keyword.sqlite3")})
+    t0 = time.perf_counter()
+    for start in range(0, args.rows, 5000):
+        fts.upsert([IndexRow(id=f"memory:{i}", tenant_id=int(tenants[i]), kb_id=1, kind="atomic_fact", text=texts[i])
+                    for i in range(start, min(args.rows, start + 5000))])
+    build = {"fts5": time.perf_counter() - t0}
+
+    # tantivy: one index in memory, terms joined by spaces, whitespace tokenizer; tenant as a u64 fast field
+    schema = tantivy.SchemaBuilder()
+    schema.add_text_field("text", tokenizer_name="ws")
+    schema.add_unsigned_field("tenant", indexed=True, fast=True)
+    schema.add_unsigned_field("row", stored=True, fast=True)
+    schema = schema.build()
+    tindex = tantivy.Index(schema, path=None)
+    tindex.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+    t0 = time.perf_counter()
+    writer = tindex.writer(heap_size=128_000_000, num_threads=1)
+    for i, words in enumerate(terms):
+        doc = tantivy.Document()
+        doc.add_text("text", " ".join(words))
+        doc.add_unsigned("tenant", int(tenants[i]))
+        doc.add_unsigned("row", i)
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+    tindex.reload()
+    build["tantivy"] = time.perf_counter() - t0
+    searcher = tindex.searcher()
+
+    # bm25s: token lists; the tenant filter as a weight mask
+    t0 = time.perf_counter()
+    retriever = bm25s.BM25(method="robertson", k1=1.2, b=0.75)
+    retriever.index([w if w else ["\x00"] for w in terms], show_progress=False)
+    vocab = retriever.vocab_dict
+    build["bm25s"] = time.perf_counter() - t0
+    masks = {t: (tenants == t).astype(np.float32) for t in range(1, args.tenants + 1)}
+    out["build seconds"] = {k: round(v, 1) for k, v in build.items()}
+
+    times = {"fts5": [], "tantivy": [], "bm25s": []}
+    agree = {"tantivy": [], "bm25s": []}
+    flt = IndexFilter(tenant_id=1, kb_ids=(1,))
+    for q in qs:
+        words = list(dict.fromkeys(index_terms(q)))[:64]
+        if not words:
+            continue
+        t0 = time.perf_counter()
+        ref = [h.id for h in fts.search(q, flt, 10)]
+        times["fts5"].append((time.perf_counter() - t0) * 1000)
+
+        t0 = time.perf_counter()
+        should = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", w)) for w in words]
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(should)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "tenant", 1)),
+        ])
+        found = searcher.search(query, 10)
+        got = [f"memory:{searcher.doc(addr)['row'][0]}" for _, addr in found.hits]
+        times["tantivy"].append((time.perf_counter() - t0) * 1000)
+        agree["tantivy"].append(len(set(got) & set(ref)) / max(1, len(ref)))
+
+        t0 = time.perf_counter()
+        known = [w for w in words if w in vocab]
+        got = []
+        if known:
+            docs, scores = retriever.retrieve([known], k=10, show_progress=False, weight_mask=masks[1], n_threads=1)
+            got = [f"memory:{d}" for d, s in zip(docs[0], scores[0]) if s > 0]
+        times["bm25s"].append((time.perf_counter() - t0) * 1000)
+        agree["bm25s"].append(len(set(got) & set(ref)) / max(1, len(ref)))
+
+    out["ms per search"] = {k: stats(v) for k, v in times.items()}
+    out["share of FTS5's top 10 also returned"] = {k: round(float(np.mean(v)), 3) for k, v in agree.items()}
+    out["load average after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
