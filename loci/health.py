@@ -9,6 +9,7 @@ only: the body is public, and engine errors can carry hosts or credentials. The 
 import logging
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, connections
@@ -16,6 +17,8 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ingest import worker_liveness
+from loci.supervision import RESTARTING, read_state
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import identity
@@ -87,7 +90,31 @@ def healthz(request):
         notice = None
     if notice:  # still serving (with the build's own model), so not a failure: what to run
         body["embedder"] = notice
-    return JsonResponse(body, status=503 if failing else 200)
+    body.update(worker_report())
+    if body.get("workers_live") == 0:  # workers are expected here and none makes progress: ingestion stopped
+        body["status"] = "fail"
+        body.setdefault("failing", []).append("workers")
+    return JsonResponse(body, status=503 if body["status"] == "fail" else 200)
+
+
+def worker_report() -> dict:
+    """This machine's workers (their heartbeats) and `up`'s children: what runs, what is restarting.
+
+    `workers_live` (idle or busy) is given only when some worker is expected here (a heartbeat file,
+    or `up` runs workers); workers that run only on other machines are not seen from this one.
+    """
+    report = {}
+    workers = worker_liveness.read_workers()
+    up = read_state(Path(settings.LOCI_RUN_DIR) / "up.json")
+    if workers:
+        report["workers"] = workers
+    if up:
+        report["processes"] = up["children"]
+        report["restarting"] = [child["name"] for child in up["children"] if child["state"] == RESTARTING]
+    expects_workers = bool(workers) or any(child["name"].startswith("worker") for child in (up or {}).get("children", ()))
+    if expects_workers:
+        report["workers_live"] = sum(w["status"] in (worker_liveness.IDLE, worker_liveness.BUSY) for w in workers)
+    return report
 
 
 def run_checks(checks: dict, *, timeout: float) -> dict:
