@@ -22,6 +22,7 @@ from loci.supervision import RESTARTING, read_state
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import identity
+from tenants.forwarded import untrusted_forwarding_notice
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +92,21 @@ def healthz(request):
     if notice:  # still serving (with the build's own model), so not a failure: what to run
         body["embedder"] = notice
     body.update(worker_report())
+    proxy = _quietly(untrusted_forwarding_notice)
+    if proxy:  # a warning, not a failure: requests are served, but throttling cannot tell clients apart
+        body["proxy"] = proxy
     if body.get("workers_live") == 0:  # workers are expected here and none makes progress: ingestion stopped
         body["status"] = "fail"
         body.setdefault("failing", []).append("workers")
     return JsonResponse(body, status=503 if body["status"] == "fail" else 200)
+
+
+def _quietly(read):
+    try:
+        return read()
+    except Exception as exc:  # the cache down is for the log; the checks above are the answer
+        log.warning("health: %s failed: %s", read.__name__, exc)
+        return None
 
 
 def worker_report() -> dict:

@@ -17,6 +17,7 @@ from retrieval.embeddings import identity
 from retrieval.milvus_lite import ensure_server, release
 from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval.projection import refill_empty_keyword_index
+from tenants.forwarded import untrusted_forwarding_notice
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 STARTUP_SECONDS = 120  # the web server imports Django and the apps before it listens
@@ -96,7 +97,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Loci is up: {_browser_url(host, port)}  (Ctrl-C stops)"))
         # A child that exits or stops making progress is started again with back-off while the others
         # keep serving; only Ctrl-C/SIGTERM (stop) ends them all.
-        last_written = time.monotonic()
+        last_written, proxy_warned = time.monotonic(), False
         while True:
             time.sleep(SUPERVISE_SECONDS)
             if supervisor.check():
@@ -104,6 +105,8 @@ class Command(BaseCommand):
             elif time.monotonic() - last_written > STATE_EVERY_SECONDS:
                 supervisor.write_state()  # restart_in_s counts down in /healthz
                 last_written = time.monotonic()
+                if not proxy_warned:
+                    proxy_warned = _warn_of_untrusted_proxy(self)
 
 
 def child_specs(host: str, port: int, *, workers: int) -> list[ChildSpec]:
@@ -140,6 +143,16 @@ def _stuck_worker(child) -> str | None:
             return f"has run one task ({record.get('task')}) past CELERY_TASK_TIME_LIMIT"
         return f"sent no heartbeat for {time.time() - record.get('beat_at', 0):.0f}s"
     return None
+
+
+def _warn_of_untrusted_proxy(command) -> bool:
+    try:
+        notice = untrusted_forwarding_notice()
+    except Exception:  # the cache unreachable: nothing to say now
+        return False
+    if notice:
+        command.stderr.write(command.style.WARNING(notice))
+    return bool(notice)
 
 
 def _forget_heartbeat(child) -> None:
