@@ -408,6 +408,11 @@ MRAG_RERANK = env_bool("MRAG_RERANK", False)
 # Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
 # past it the search fails with 504 naming the engine, never hangs.
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
+# CPU seconds one search may use, the request thread's and every index call's together (the query
+# embedding's fixed cost apart; 0: no budget). The engine deadline above bounds wall time only; a
+# search past this answers 503 saying so. Generous: a process's first search also loads jieba's
+# dictionary (about a second) in the request.
+SEARCH_CPU_BUDGET_SECONDS = env_float("SEARCH_CPU_BUDGET_SECONDS", 3.0, minimum=0.0)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 # The entity channel (entities/lookup.py): the episodes of the facts that name an entity of the
 # query join the coarse recall, and recalled episodes and facts that name one gain up to

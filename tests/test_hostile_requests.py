@@ -104,3 +104,31 @@ def test_a_3_mb_batch_of_messages_is_accepted_and_an_11_mb_one_refused_with_json
     response = client.generic("POST", "/api/v1/memories", big, content_type="application/json")
     assert response.status_code == 413, response.content[:300]
     assert "the limit is" in response.json()["error"] and "LOCI_MAX_JSON_MB" in response.json()["error"]
+
+
+def test_a_search_over_its_cpu_budget_stops_with_a_503_naming_it(client, settings):
+    settings.SEARCH_CPU_BUDGET_SECONDS = 1e-6  # any search uses more than this
+    response = client.post(SEARCH, {"query": "harbour tide", "method": "keyword"}, format="json")
+    assert response.status_code == 503, response.content[:300]
+    assert "SEARCH_CPU_BUDGET_SECONDS" in response.json()["error"]
+
+
+def test_the_keyword_index_stops_a_query_past_the_cpu_deadline(tmp_path):
+    import sqlite3
+
+    from retrieval.backends import cpu_deadline
+    from retrieval.backends.base import IndexFilter, IndexRow
+    from retrieval.backends.sqlite_fts import SqliteKeywordIndex
+
+    index = SqliteKeywordIndex({"path": str(tmp_path / "keyword.sqlite3")})
+    index.upsert([IndexRow(id=f"chunk:{i}", tenant_id=1, kb_id=1, kind="chunk",
+                           text=f"the harbour master logs the tide, entry {i}") for i in range(3000)])
+    flt = IndexFilter(tenant_id=1, kb_ids=(1,))
+    assert len(index.search("harbour tide", flt, 10)) == 10  # no deadline: answered
+    cpu_deadline.set(time.thread_time() - 1)  # already past it
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            index.search("harbour tide", flt, 10)
+    finally:
+        cpu_deadline.set(None)
+    assert len(index.search("harbour tide", flt, 10)) == 10
