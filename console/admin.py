@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 
 from ingest.actions import rerun_document
 from memory.actions import delete_chunks, delete_document, delete_knowledge_base, delete_tenant
-from memory.curation import delete_memories, set_memory_status, update_memory_text
+from memory.curation import delete_memories, delete_messages, set_memory_status, update_memory_text
 from memory.models import Chunk, Document, Memory, MemoryHistory, Message
 from retrieval.projection import reindex
 from tenants.access import Scope
@@ -202,3 +202,10 @@ class MessageAdmin(admin.ModelAdmin):
     list_display = ("session_id", "message_id", "user_id", "sender_name", "timestamp", "segment_id")
     list_filter = ("kb",)
     search_fields = ("content", "user_id", "session_id", "message_id")
+
+    # Through the one message delete, so the memories extracted from them leave the indexes too.
+    def delete_model(self, request, obj):
+        delete_messages([obj], actor=_staff(request), reason="its message was deleted in the admin")
+
+    def delete_queryset(self, request, queryset):
+        delete_messages(queryset, actor=_staff(request), reason="its message was deleted in the admin")

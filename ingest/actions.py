@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ingest.tasks import process_document_stage
+from memory import signals
 from memory.models import Document
 from tenants.access import Scope
 from tenants.models import KnowledgeBase
@@ -96,6 +97,9 @@ def cancel_document(scope: Scope, document: Document) -> bool:
             status=Document.Status.FAILED, stage=CANCELLED_STAGE, error=f"Cancelled by {_who(scope.actor)}"[:2000],
             claim_token=None, retryable=True, finished_at=now, updated_at=now,
         )
+        if updated:  # the batches an index stage had written go too (after the commit: it stops writing)
+            signals.document_withdrawn.send(Document, tenant_id=document.kb.tenant_id, kb_id=document.kb_id,
+                                            document_id=document.pk)
     document.refresh_from_db()
     if updated:
         log.info("document %s cancelled by %s", document.pk, scope.actor)

@@ -13,6 +13,10 @@ class IngestConfig(AppConfig):
 
         signals.worker_ready.connect(start_sweeper_in_worker, dispatch_uid="ingest.start_sweeper")
 
+        from ingest import worker_liveness
+
+        worker_liveness.connect(signals)  # each worker's heartbeat file, and the solo pool's soft time limit
+
         from ingest.conversation import profiles_sync
 
         profiles_sync.connect()  # profiles follow deletes and edits of the facts they cite

@@ -21,6 +21,7 @@ from django.db import DatabaseError, connection
 from django.db.models import Q
 from django.utils import timezone
 
+from ingest import worker_liveness
 from ingest.tasks import STAGE_OF_STATUS, STAGES, process_document_stage
 from memory.models import Document
 
@@ -63,7 +64,16 @@ def sweep() -> dict[str, list[int]]:
     for reason, ids in requeued.items():
         if ids:
             log.warning("sweeper: queued %d document(s) again (%s): %s", len(ids), reason, ids[:20])
+    _warn_if_no_worker_is_live()
     return requeued
+
+
+def _warn_if_no_worker_is_live() -> None:
+    """Queuing again helps only if a worker takes the messages: say so when none of this machine's does."""
+    workers = worker_liveness.read_workers()
+    if workers and not any(w["status"] in (worker_liveness.IDLE, worker_liveness.BUSY) for w in workers):
+        log.error("sweeper: no worker on this machine makes progress (%s); queued documents wait until one does",
+                  ", ".join(f"{w['hostname']}: {w['status']}" for w in workers))
 
 
 def _send(document_id: int, stage_name: str) -> bool:

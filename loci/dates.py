@@ -144,6 +144,15 @@ def undated(text: str) -> str:
 
 
 def _resolve(m: re.Match, ref: date) -> ResolvedDate | None:
+    """Where the expression points from `ref`; None when it does not say, or points outside the
+    calendar (year 1 to 9999: "100000000 days ago", or "next year" from 9999)."""
+    try:
+        return _resolve_in_calendar(m, ref)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _resolve_in_calendar(m: re.Match, ref: date) -> ResolvedDate | None:
     groups = {k: v for k, v in m.groupdict().items() if v}
     offsets = {"daybefore": -2, "dayafter": 2, "today": 0, "yesterday": -1, "tomorrow": 1}
     for name, days in offsets.items():

@@ -9,6 +9,7 @@ only: the body is public, and engine errors can carry hosts or credentials. The 
 import logging
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, connections
@@ -16,10 +17,13 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ingest import worker_liveness
+from loci.supervision import RESTARTING, read_state
+from retrieval import vector_upgrade, warmup
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
-from retrieval import vector_upgrade, warmup
 from retrieval.embeddings import identity
+from tenants.forwarded import untrusted_forwarding_notice
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +102,42 @@ def healthz(request):
     warm = warmup.state()
     if warm is not None:  # "warming": searches arriving now wait for the model (outside their deadline)
         body["warmup"] = warm
-    return JsonResponse(body, status=503 if failing else 200)
+    body.update(worker_report())
+    proxy = _quietly(untrusted_forwarding_notice)
+    if proxy:  # a warning, not a failure: requests are served, but throttling cannot tell clients apart
+        body["proxy"] = proxy
+    if body.get("workers_live") == 0:  # workers are expected here and none makes progress: ingestion stopped
+        body["status"] = "fail"
+        body.setdefault("failing", []).append("workers")
+    return JsonResponse(body, status=503 if body["status"] == "fail" else 200)
+
+
+def _quietly(read):
+    try:
+        return read()
+    except Exception as exc:  # the cache down is for the log; the checks above are the answer
+        log.warning("health: %s failed: %s", read.__name__, exc)
+        return None
+
+
+def worker_report() -> dict:
+    """This machine's workers (their heartbeats) and `up`'s children: what runs, what is restarting.
+
+    `workers_live` (idle or busy) is given only when some worker is expected here (a heartbeat file,
+    or `up` runs workers); workers that run only on other machines are not seen from this one.
+    """
+    report = {}
+    workers = worker_liveness.read_workers()
+    up = read_state(Path(settings.LOCI_RUN_DIR) / "up.json")
+    if workers:
+        report["workers"] = workers
+    if up:
+        report["processes"] = up["children"]
+        report["restarting"] = [child["name"] for child in up["children"] if child["state"] == RESTARTING]
+    expects_workers = bool(workers) or any(child["name"].startswith("worker") for child in (up or {}).get("children", ()))
+    if expects_workers:
+        report["workers_live"] = sum(w["status"] in (worker_liveness.IDLE, worker_liveness.BUSY) for w in workers)
+    return report
 
 
 def run_checks(checks: dict, *, timeout: float) -> dict:

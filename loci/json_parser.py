@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from loci.api_errors import PayloadTooLarge
+from loci.api_errors import PayloadTooLarge, json_too_large_message
 
 # No API body nests deeper than a handful of levels (search filters: 3); 32 leaves room for client
 # metadata and stays far below the depth at which recursive code (json itself, rendering) overflows.
@@ -21,8 +21,7 @@ class StrictJSONParser(JSONParser):
         limit = settings.LOCI_MAX_JSON_BYTES
         raw = stream.read(limit + 1)
         if len(raw) > limit:
-            raise PayloadTooLarge(f"The JSON body is larger than {limit:,} bytes; the limit is {limit:,} bytes "
-                                  "(LOCI_MAX_JSON_BYTES).")
+            raise PayloadTooLarge(json_too_large_message())
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tenants.forwarded.UntrustedForwardingMiddleware",  # notices a proxy LOCI_TRUSTED_PROXIES does not name
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -192,6 +193,10 @@ DATA_UPLOAD_MAX_NUMBER_FILES = env_int("LOCI_MAX_FILES_PER_UPLOAD", 200, minimum
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # A JSON body is read into memory whole: 500 chat messages of a few KB each fit easily.
 LOCI_MAX_JSON_BYTES = env_int("LOCI_MAX_JSON_MB", 10, minimum=1) * 1024 * 1024
+# Django's own cap on a body read into memory (2.5 MB by default) answered a JSON batch between it
+# and LOCI_MAX_JSON_MB with an HTML 400 (issue 30): the JSON limit is the one that applies. (Files
+# stream to disk and are not counted; LOCI_MAX_UPLOAD_* bound them.)
+DATA_UPLOAD_MAX_MEMORY_SIZE = LOCI_MAX_JSON_BYTES
 
 # OCR runs 1.5-5 s a page on one core: 300 pages stay inside the parse stage's default time limit.
 LOCI_OCR_MAX_PAGES = env_int("LOCI_OCR_MAX_PAGES", 300, minimum=0)
@@ -204,7 +209,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "loci.api_schema.AutoSchema",  # adds the error shape to every operation
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "loci.pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
@@ -271,6 +276,13 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 LOCI_HOST = env_str("LOCI_HOST", "127.0.0.1")
 LOCI_PORT = env_int("LOCI_PORT", 8000, minimum=1, maximum=65535)
 LOCI_WORKER_CONCURRENCY = env_int("LOCI_WORKER_CONCURRENCY", 2, minimum=1)
+# What `up` and its workers share on this machine: each worker's heartbeat file (workers/) and
+# `up`'s own record of its children (up.json), read by /healthz and the sweeper.
+LOCI_RUN_DIR = VAR_DIR / "run"
+# Each worker beats this often; one idle and silent for LOCI_WORKER_STALE_SECONDS (or holding one task
+# past CELERY_TASK_TIME_LIMIT plus that) is stale, and `up` kills and restarts it.
+LOCI_WORKER_HEARTBEAT_SECONDS = env_float("LOCI_WORKER_HEARTBEAT_SECONDS", 5.0, minimum=0.2)
+LOCI_WORKER_STALE_SECONDS = env_float("LOCI_WORKER_STALE_SECONDS", 60.0, minimum=1.0)
 
 # --- Index projections, chosen like CACHES: a dotted BACKEND path and its OPTIONS.
 ISOLATION_DEFAULT = env_choice("LOCI_ISOLATION_DEFAULT", "shared", {"shared", "exclusive"})
@@ -416,6 +428,11 @@ LOCI_WARMUP_WAIT_SECONDS = env_float("LOCI_WARMUP_WAIT_SECONDS", 120.0, minimum=
 # Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
 # past it the search fails with 504 naming the engine, never hangs.
 SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
+# CPU seconds one search may use, the request thread's and every index call's together (the query
+# embedding's fixed cost apart; 0: no budget). The engine deadline above bounds wall time only; a
+# search past this answers 503 saying so. Generous: a process's first search also loads jieba's
+# dictionary (about a second) in the request.
+SEARCH_CPU_BUDGET_SECONDS = env_float("SEARCH_CPU_BUDGET_SECONDS", 3.0, minimum=0.0)
 MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
 # The entity channel (entities/lookup.py): the episodes of the facts that name an entity of the
 # query join the coarse recall, and recalled episodes and facts that name one gain up to

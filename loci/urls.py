@@ -20,3 +20,8 @@ urlpatterns = [
     path("api/v1/", include("portability.api.urls")),
     path("", include("console.urls")),
 ]
+
+# JSON under /api/, Django's pages elsewhere (loci/api_errors.py).
+handler400 = "loci.api_errors.bad_request"
+handler404 = "loci.api_errors.not_found"
+handler500 = "loci.api_errors.server_error"

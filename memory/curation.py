@@ -70,6 +70,33 @@ def delete_memories(memories, *, actor: str, reason: str = "deleted") -> int:
     return len(doomed)
 
 
+def delete_messages(messages, *, actor: str, reason: str = "deleted") -> int:
+    """Delete chat messages and every memory that cites one of them, from the database and both indexes.
+
+    The Django admin's delete of messages (one or "delete selected"): deleting a message used to
+    leave the facts extracted from it searchable. A memory citing a deleted message goes whole (with
+    an episode, its facts), through `delete_memories`, so history rows and index removals follow.
+    Returns the number of memories deleted.
+    """
+    messages = list(messages)
+    cited: dict[tuple, set[str]] = {}
+    for message in messages:
+        cited.setdefault((message.tenant_id, message.kb_id, message.user_id, message.session_id), set()).add(
+            message.message_id)
+    with transaction.atomic():
+        doomed = []
+        for (tenant_id, kb_id, user_id, session_id), ids in cited.items():
+            # source_message_ids is a JSON list: compared here, over one session's memories.
+            for memory in Memory.objects.filter(tenant_id=tenant_id, kb_id=kb_id, user_id=user_id,
+                                                session_id=session_id).only("id", "tenant_id", "kb_id",
+                                                                            "source_message_ids"):
+                if ids.intersection(memory.source_message_ids or ()):
+                    doomed.append(memory)
+        deleted = delete_memories(doomed, actor=actor, reason=reason) if doomed else 0
+        Message.objects.filter(pk__in=[m.pk for m in messages]).delete()
+    return deleted
+
+
 def delete_memory(scope: Scope, memory: Memory) -> int:
     """Delete one memory (an episode takes its facts along) from the database and both indexes."""
     scope.require_kb(memory.kb_id)

@@ -20,6 +20,9 @@ user_memories_deleted = Signal()
 chunks_deleted = Signal()
 # tenant_id, kb_id, document_id: the document, its chunks and its memories were deleted.
 document_deleted = Signal()
+# tenant_id, kb_id, document_id: the document was stopped before it was ready (cancelled): its rows stay
+# in the database for a re-run, but none of it may stay in the indexes.
+document_withdrawn = Signal()
 # tenant_id, knowledge_bases=[(kb_id, slug)], again=[kb_id] or None (every KB of the tenant): these
 # knowledge bases are being deleted, with everything in them. `again` names KBs whose rows are
 # removed again if an earlier delete already removed them from the database.

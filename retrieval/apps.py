@@ -28,6 +28,7 @@ class RetrievalConfig(AppConfig):
             (memory_signals.user_memories_deleted, signals.remove_user_memories),
             (memory_signals.chunks_deleted, signals.remove_chunks),
             (memory_signals.document_deleted, signals.remove_document),
+            (memory_signals.document_withdrawn, signals.remove_document),
             (memory_signals.knowledge_bases_deleted, signals.remove_knowledge_bases),
             (tenant_signals.isolation_set, signals.move_tenant),
         ]:

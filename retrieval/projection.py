@@ -13,6 +13,7 @@ from typing import Callable, ContextManager, Iterable
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Q
 
 from loci.backends import embedders
 from memory.models import Chunk, Document, Memory
@@ -293,8 +294,10 @@ def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[I
         chunks = Chunk.objects.filter(document__kb=one, level=Chunk.Level.CHILD, document__status=Document.Status.READY)
         for c in chunks.iterator(chunk_size=1000):
             yield row_for_chunk(c, tenant.pk, one.pk)
-        memories = Memory.objects.filter(kb=one, status=Memory.Status.ACTIVE).exclude(
-            document__isnull=False, document__status__in=Document.ACTIVE_STATUSES
+        # A document's memories once it is ready (a failed or cancelled one's are kept for a re-run,
+        # not searched); a conversation's always.
+        memories = Memory.objects.filter(kb=one, status=Memory.Status.ACTIVE).filter(
+            Q(document__isnull=True) | Q(document__status=Document.Status.READY)
         )
         for m in memories.iterator(chunk_size=1000):
             yield row_for_memory(m)
@@ -461,6 +464,7 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
     for name, index in (("vector", vector_index(build=number)), ("keyword", keyword_index(build=number))):
         present = set(index.ids(_rows_of(tenant.pk, kb_ids, exclusive=here))) if kb_ids else set()
         missing[name], stale = expected.keys() - present, present - expected.keys()
+        stale -= _in_play(stale)
         elsewhere = sorted(i for flt in leftovers for i in index.ids(flt))
         report[name] = {"missing": len(missing[name]), "stale": len(stale) + len(elsewhere),
                         "sample_missing": sorted(missing[name])[:5], "sample_stale": sorted(stale | set(elsewhere))[:5]}
@@ -499,6 +503,25 @@ def reconcile_removed(*, repair: bool = False, build: Build | None = None) -> di
         report[name] = {"missing": 0, "stale": len(stale), "sample_stale": sorted(stale)[:5]}
     report["repaired"] = bool(repair and (report["vector"]["stale"] or report["keyword"]["stale"]))
     return report
+
+
+def _in_play(ids: set[str]) -> set[str]:
+    """Of rows about to be called stale, those the database, read again now, still stands behind: of a
+    document whose stage is running (its index stage writes them; it removes its own leftovers), or
+    expected after all (the document became ready after `expected_rows` read it). Without this, a
+    reconcile run while a document finished its index stage reported its rows stale (issue 30)."""
+    chunk_pks = sorted(int(i.split(":", 1)[1]) for i in ids if i.startswith("chunk:"))
+    memory_pks = sorted(i.split(":", 1)[1] for i in ids if i.startswith("memory:"))
+    running = Q(document__status__in=Document.ACTIVE_STATUSES)
+    ready = Q(document__status=Document.Status.READY)
+    keep = set()
+    for batch in _batches(chunk_pks):  # bounded IN lists: a stale set can hold a whole KB
+        keep |= {chunk_key(pk) for pk in Chunk.objects.filter(pk__in=batch).filter(
+            running | (ready & Q(level=Chunk.Level.CHILD))).values_list("pk", flat=True)}
+    for batch in _batches(memory_pks):
+        keep |= {memory_key(pk) for pk in Memory.objects.filter(pk__in=batch).filter(
+            running | (Q(status=Memory.Status.ACTIVE) & (ready | Q(document__isnull=True)))).values_list("pk", flat=True)}
+    return keep
 
 
 def _leftover_filters(tenant_id: int, kb_ids, removed_kb_ids, here: bool) -> list[IndexFilter]:

@@ -9,6 +9,11 @@ FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at")
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
 MAX_NEIGHBOURS = 5
+# Values one list filter may hold (filters.kb, filters.document_id): every value becomes a bound
+# parameter of each engine call, and 100,000 document ids cost one search 6.3 CPU-s (issue 30). A
+# caller with more documents in mind filters by knowledge base instead.
+MAX_FILTER_VALUES = 1000
+MIN_YEAR, MAX_YEAR = 2, 9998  # dates a day or a year away from these still exist
 MAX_DOCUMENT_ID = 2**63 - 1  # document ids are 64-bit (BigAutoField); a bigger one overflows the query
 # Chat messages carry a group and an agent, but memories do not (a segment may span several), so the
 # index cannot filter on them: a caller asking for them is told so rather than silently given everything.
@@ -49,7 +54,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     if not isinstance(query, str) or not query.strip():
         raise SearchError("'query' must be a non-empty string.")
     if len(query) > MAX_QUERY_CHARS:
-        raise SearchError(f"'query' is longer than {MAX_QUERY_CHARS} characters.")
+        raise SearchError(f"'query' is longer than {MAX_QUERY_CHARS} characters (it has {len(query)}).")
     method = data.get("method") or "hybrid"
     if method not in METHODS:
         raise SearchError(f"Unknown method {method!r}; use one of: {', '.join(METHODS)}.")
@@ -70,6 +75,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     clean = {}
     if "kb" in filters:
         kbs = filters["kb"] if isinstance(filters["kb"], list) else [filters["kb"]]
+        _check_count("kb", kbs)
         if not all(isinstance(k, str) and k for k in kbs):
             raise SearchError("'filters.kb' must be a list of knowledge-base slugs.")
         clean["kb"] = kbs
@@ -78,6 +84,7 @@ def parse_search_request(data: dict) -> SearchRequest:
             raise SearchError(f"'filters.{key}' is not supported: {why}; filter by user_id or session_id.")
     if "document_id" in filters:
         ids = filters["document_id"] if isinstance(filters["document_id"], list) else [filters["document_id"]]
+        _check_count("document_id", ids)
         clean["document_id"] = [_document_id(i) for i in ids]
     for key in ("user_id", "session_id"):
         if key in filters:
@@ -106,6 +113,11 @@ def parse_search_request(data: dict) -> SearchRequest:
     )
 
 
+def _check_count(key: str, values: list) -> None:
+    if len(values) > MAX_FILTER_VALUES:
+        raise SearchError(f"'filters.{key}' holds {len(values):,} values; at most {MAX_FILTER_VALUES:,} are allowed.")
+
+
 def _document_id(value) -> int:
     """A document id as an int: a JSON integer or a string of digits, within the database's range."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -126,16 +138,20 @@ def _aware_datetime(value) -> datetime | None:
         return None
     try:
         at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+        at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+        utc = at.astimezone(timezone.utc)  # year 1 east of UTC, or 9999 west of it, has no UTC time
+    except (ValueError, OverflowError):
         return None
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    # Relative dates resolved against it step a year or so either way ("next year", "last month").
+    return at if MIN_YEAR <= utc.year <= MAX_YEAR else None
 
 
 def _reference_time(value) -> datetime:
     """'reference_time' as an aware datetime (UTC when it names no zone)."""
     at = _aware_datetime(value)
     if at is None:
-        raise SearchError("'reference_time' must be an ISO 8601 date or date-time, e.g. \"2023-05-30T18:44:00Z\".")
+        raise SearchError("'reference_time' must be an ISO 8601 date or date-time from the year "
+                          f"{MIN_YEAR} to {MAX_YEAR}, e.g. \"2023-05-30T18:44:00Z\".")
     return at
 
 
@@ -143,5 +159,6 @@ def _valid_at(value) -> str:
     """'filters.valid_at' (foresight whose window holds then) as the UTC ISO text windows are stored in."""
     at = _aware_datetime(value)
     if at is None:
-        raise SearchError("'filters.valid_at' must be an ISO 8601 date or date-time, e.g. \"2023-06-15\".")
+        raise SearchError("'filters.valid_at' must be an ISO 8601 date or date-time from the year "
+                          f"{MIN_YEAR} to {MAX_YEAR}, e.g. \"2023-06-15\".")
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")

@@ -111,3 +111,20 @@ def test_the_default_cache_shares_counts_between_processes(tmp_path, settings):
     from tenants import throttle
 
     assert throttle.seconds_locked(throttle.sign_in_counters("alice", None)) > 800
+
+
+def test_health_warns_of_forwarded_requests_from_an_untrusted_proxy(client, db, settings):
+    from django.core.cache import cache
+
+    from tenants.forwarded import NOTICE_KEY
+
+    cache.delete(NOTICE_KEY)
+    settings.LOCI_TRUSTED_PROXIES = 0
+    assert "proxy" not in client.get("/healthz").json()
+    client.get("/api/v1/tenants", HTTP_X_FORWARDED_FOR="203.0.113.7", REMOTE_ADDR="10.0.0.2")
+    notice = client.get("/healthz").json()["proxy"]
+    assert "10.0.0.2" in notice and "LOCI_TRUSTED_PROXIES" in notice
+
+    settings.LOCI_TRUSTED_PROXIES = 1  # the operator named the proxy: nothing to warn of
+    assert "proxy" not in client.get("/healthz").json()
+    cache.delete(NOTICE_KEY)

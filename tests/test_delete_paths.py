@@ -22,7 +22,7 @@ from django.test import Client
 from ingest.actions import ingest_document
 from ingest.conversation.actions import accumulate_messages, flush_session
 from ingest.tasks import run_inline
-from memory.models import Chunk, Document, Memory
+from memory.models import Chunk, Document, Memory, Message
 from retrieval import projection
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
@@ -384,3 +384,25 @@ def test_a_chunk_deleted_in_the_admin_leaves_the_indexes(seeded, world, committe
     assert report["vector"]["stale"] == report["keyword"]["stale"] == 0, report
     out = io.StringIO()
     call_command("reconcile", stdout=out)  # every tenant and every removed KB: no drift, exit 0
+
+
+@pytest.mark.parametrize("path", ["admin", "admin-bulk"])
+def test_messages_deleted_in_the_admin_take_their_facts_out_of_the_indexes(seeded, world, committed, path):
+    s = seeded
+    message = Message.objects.get(kb=s.kbs["notes"], user_id="u1", session_id="s1", message_id="s1-0")
+    citing = [m for m in Memory.objects.filter(kb=s.kbs["notes"], user_id="u1", session_id="s1")
+              if "s1-0" in m.source_message_ids]
+    assert citing
+    flt = [IndexFilter(tenant_id=s.tenant.pk, kb_ids=(s.kbs["notes"].pk,), statuses=(), exclusive=e,
+                       ids=tuple(f"memory:{m.pk}" for m in citing)) for e in (False, True)]
+    assert index_rows(flt)["vector"] > 0 and index_rows(flt)["keyword"] > 0
+    remover = admin_one if path == "admin" else admin_bulk
+    committed(remover, world, "memory/message", message.pk)
+    assert not Message.objects.filter(pk=message.pk).exists()
+    assert not Memory.objects.filter(pk__in=[m.pk for m in citing]).exists()
+    assert index_rows(flt) == {"vector": 0, "keyword": 0}
+    for method in METHODS:
+        assert not found_ids(s.scope, "tortoise Sheldon", method) & {str(m.pk) for m in citing}, method
+    report = reconcile(s.tenant)
+    for name in ("vector", "keyword"):
+        assert report[name]["stale"] == 0 and report[name]["missing"] == 0, report

@@ -116,3 +116,25 @@ def test_a_pdf_original_opens_inline_and_other_files_download(world):
     assert "sandbox" in inline["Content-Security-Policy"]
     assert client.get(f"/documents/{pdf.pk}/original/?download=1")["Content-Disposition"].startswith("attachment")
     assert client.get(f"/documents/{docx.pk}/original/")["Content-Disposition"].startswith("attachment")
+
+
+def test_reconcile_during_an_index_stage_and_after_a_cancel_reports_nothing_stale(world, lite_vector_settings,
+                                                                                   django_capture_on_commit_callbacks):
+    """Rows an index stage has written are not stale while it runs; a cancel takes them out of the indexes."""
+    from ingest.tasks import run_stage
+    from retrieval import projection
+
+    document = upload(world, DOCS / "LICENSE.md")
+    assert run_stage(document.pk, "parse") and run_stage(document.pk, "extract")
+    holder = Document.objects.select_related("kb").get(pk=document.pk)
+    assert holder.claim(Document.Status.EXTRACTING, Document.Status.INDEXING, "index", 60)
+    assert projection.index_document_rows(holder) > 0  # the stage's batches are written; it is still running
+
+    during = projection.reconcile(world.acme)
+    assert (during["vector"]["stale"], during["keyword"]["stale"]) == (0, 0), during
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api_client(world.alice_key).post(f"/api/v1/documents/{document.pk}/cancel").status_code == 202
+    after = projection.reconcile(world.acme)
+    for index in ("vector", "keyword"):
+        assert (after[index]["missing"], after[index]["stale"]) == (0, 0), after

@@ -134,3 +134,22 @@ def test_a_streamed_body_is_cut_off_once_it_passes_the_limit(asgi_server):
     assert response.startswith(b"HTTP/1.1 413"), response[:200]
     assert b"the limit is 2 MB per request" in response
     assert sent < 16 * MB  # the limit plus what the sockets' buffers hold
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunked_upload_is_read_whole(world, asgi_server):
+    """Transfer-Encoding: chunked, no Content-Length: the file arrives (Django used to read the body as empty)."""
+    content = b"The lighthouse keeper logs the weather every morning.\n" * 200
+    body = (b"--xyz\r\nContent-Disposition: form-data; name=\"kb\"\r\n\r\ndocs\r\n"
+            b"--xyz\r\nContent-Disposition: form-data; name=\"files\"; filename=\"keeper.txt\"\r\n"
+            b"Content-Type: text/plain\r\n\r\n" + content + b"\r\n--xyz--\r\n")
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 1000]), body[i:i + 1000]) for i in range(0, len(body), 1000))
+    with socket.create_connection(("127.0.0.1", asgi_server)) as sock:
+        sock.sendall(b"POST /api/v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     b"Authorization: Bearer " + world.alice_key.encode() + b"\r\n"
+                     b"Content-Type: multipart/form-data; boundary=xyz\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + chunks + b"0\r\n\r\n")
+        response = _read_response(sock)
+    assert response.startswith(b"HTTP/1.1 201"), response[:600]
+    document = Document.objects.get(filename="keeper.txt")
+    assert document.size == len(content)

@@ -17,7 +17,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,6 +24,7 @@ from ingest.api import memory_history
 from ingest.conversation import actions
 from memory import curation
 from memory.models import Memory
+from loci.pagination import StrictPageNumberPagination
 from tenants.api.scoping import request_scope
 
 MAX_MESSAGES_PER_REQUEST = 500
@@ -101,7 +101,7 @@ class DeleteResultSerializer(serializers.Serializer):
     deleted = serializers.IntegerField(help_text="memories deleted (an episode's facts included)")
 
 
-class MemoryPagination(PageNumberPagination):
+class MemoryPagination(StrictPageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 100

@@ -16,6 +16,10 @@ from tenants.api.scoping import ScopedMixin
 from tenants.models import KnowledgeBase
 
 
+# A part of a file name: longer than any name the filesystem allows, far below SQLite's LIKE limit.
+MAX_NAME_QUERY_CHARS = 1000
+
+
 class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
                       viewsets.GenericViewSet):
     """Documents of the knowledge bases the caller may read; upload, re-run and delete need write access."""
@@ -23,6 +27,8 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     serializer_class = DocumentSerializer
     queryset = Document.objects.none()  # for the schema; get_queryset scopes every request
     parser_classes = [MultiPartParser, FormParser, StrictJSONParser]
+    # Ids are integers: anything else matches no route (a JSON 404) instead of reaching a query as text.
+    lookup_value_regex = "[0-9]+"
 
     def get_queryset(self):
         qs = Document.objects.in_scope(self.scope).select_related("kb")
@@ -34,6 +40,8 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         if params.get("type"):
             qs = qs.filter(detected_type__in=params["type"].split(","))
         if params.get("q"):
+            if len(params["q"]) > MAX_NAME_QUERY_CHARS:  # SQLite refuses a LIKE pattern over 50,000 bytes
+                raise ValidationError({"q": f"'q' is longer than {MAX_NAME_QUERY_CHARS:,} characters."})
             qs = qs.filter(filename__icontains=params["q"])
         return qs
 

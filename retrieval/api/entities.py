@@ -11,7 +11,6 @@ from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -21,6 +20,7 @@ from entities.visibility import readable_mentions, visible_entities
 from memory.models import Chunk
 from retrieval.api.serializers import SourceSerializer
 from retrieval.results import _chunk_source, memory_sources
+from loci.pagination import StrictPageNumberPagination
 from tenants.api.scoping import request_scope
 
 MAX_MEMORIES = 100  # per entity detail; the mention count says how many there are in all
@@ -60,7 +60,7 @@ class EntityDetailSerializer(EntitySerializer):
     chunks = EntityChunkSerializer(many=True, help_text="document chunks the memories cite that name it")
 
 
-class EntityPagination(PageNumberPagination):
+class EntityPagination(StrictPageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 100

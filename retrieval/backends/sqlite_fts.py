@@ -14,6 +14,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from loci.sqlite import use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
+from retrieval.backends import cpu_deadline
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
 
@@ -75,6 +77,11 @@ def _member(alias: str, column: str, values: tuple, params: list) -> str:
     return f"{alias}.{column} IN (SELECT value FROM json_each(?))"
 
 
+def _over_cpu_deadline() -> int:
+    deadline = cpu_deadline.get()
+    return 1 if deadline is not None and time.thread_time() > deadline else 0
+
+
 def match_expression(terms: list[str]) -> str:
     """An FTS5 query that can only mean "any of these terms": each one a quoted string."""
     quoted = ['"' + term.replace('"', '""') + '"' for term in dict.fromkeys(terms)]
@@ -117,6 +124,9 @@ class SqliteKeywordIndex:
             # timeout is SQLite's busy_timeout: a writer waits for another process's lock instead of failing.
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             use_wal(conn, self.timeout)  # readers never block the one writer
+            # A search over its CPU budget is interrupted inside SQLite, not after bm25() has scored
+            # every row a common term matches (the handler runs every 10,000 virtual machine steps).
+            conn.set_progress_handler(_over_cpu_deadline, 10_000)
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 

@@ -22,7 +22,7 @@ from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
 from retrieval.search import flat, hybrid, ranking
-from retrieval.search.engines import EngineError, Engines
+from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
@@ -63,13 +63,14 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     asked = req.query
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
-    run = Run.start(scope, req)
-    notes = []
-    if req.method == "agentic":
-        response, notes = agentic_search(run)
-        method_used = "agentic" if not notes else "hybrid"
-    else:
-        response, method_used = getattr(run, req.method)(), req.method
+    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
+        run = Run.start(scope, req)
+        notes = []
+        if req.method == "agentic":
+            response, notes = agentic_search(run)
+            method_used = "agentic" if not notes else "hybrid"
+        else:
+            response, method_used = getattr(run, req.method)(), req.method
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").

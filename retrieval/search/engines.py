@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from retrieval import builds
-from retrieval.backends import keyword_index, vector_index
+from retrieval.backends import cpu_deadline, keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder
 
@@ -55,6 +55,79 @@ class EngineTimeout(EngineError):
     status = 504
 
 
+class OverCpuBudget(EngineError):
+    """The search used more CPU than SEARCH_CPU_BUDGET_SECONDS (a wall deadline does not bound CPU:
+    one request of 100,000 ids cost 6.3 CPU-s, issue 30)."""
+
+    status = 503
+
+
+class CpuBudget:
+    """CPU seconds one search may use: the request thread's own plus every leaf call's, each measured
+    as its thread's CPU time (the query embedding excepted). Checked at every join, and inside SQLite
+    queries (the keyword index reads retrieval.backends.cpu_deadline from a progress handler and
+    interrupts a query past it)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._request_thread_start = time.thread_time()
+        self.leaves = 0.0
+        self._lock = threading.Lock()
+
+    def used(self) -> float:
+        # Only the request thread calls this (in `wait`), so its own thread_time is the request's.
+        return time.thread_time() - self._request_thread_start + self.leaves
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.leaves += seconds
+
+    def check(self, engine: str) -> None:
+        used = self.used()
+        if used > self.seconds:
+            raise OverCpuBudget(engine, f"Search stopped: it used {used:.2f} CPU-seconds, more than the "
+                                        f"{self.seconds:g} allowed (SEARCH_CPU_BUDGET_SECONDS); narrow the "
+                                        "query or its filters.")
+
+
+_local = threading.local()
+
+
+class cpu_budget:
+    """`with cpu_budget(seconds):` around one search in the request thread; 0 means no budget."""
+
+    def __init__(self, seconds: float):
+        self.budget = CpuBudget(seconds) if seconds > 0 else None
+
+    def __enter__(self):
+        self.outer, _local.budget = getattr(_local, "budget", None), self.budget
+        return self.budget
+
+    def __exit__(self, *exc_info):
+        _local.budget = self.outer
+
+
+def _metered(engine: str, fn):
+    """`fn` charged to the starting search's budget, with its CPU deadline visible to the engine.
+
+    The query embedding is not charged: its cost is fixed by the model's 512-token window, and a
+    process's first one loads the model, which is no fault of the request."""
+    budget = getattr(_local, "budget", None)
+    if budget is None or engine == "embedder":
+        return fn
+
+    def run(*args, **kwargs):
+        started = time.thread_time()
+        cpu_deadline.set(started + max(0.0, budget.seconds - budget.leaves))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cpu_deadline.set(None)
+            budget.add(time.thread_time() - started)
+
+    return run
+
+
 def _pool(engine: str) -> ThreadPoolExecutor:
     with _pools_lock:
         if engine not in _pools:
@@ -77,7 +150,7 @@ class Pending:
 
 def start(engine: str, fn, *args, **kwargs) -> Pending:
     timeout = settings.SEARCH_ENGINE_TIMEOUT_SECONDS
-    return Pending(engine, _pool(engine).submit(fn, *args, **kwargs), time.monotonic() + timeout)
+    return Pending(engine, _pool(engine).submit(_metered(engine, fn), *args, **kwargs), time.monotonic() + timeout)
 
 
 def start_after(first: Pending, engine: str, fn, *args, **kwargs) -> Pending:
@@ -87,6 +160,7 @@ def start_after(first: Pending, engine: str, fn, *args, **kwargs) -> Pending:
     request thread is free meanwhile (hybrid reads the query's entities while the query embeds).
     The deadline counts from now, like `start`'s."""
     outer: Future = Future()
+    fn = _metered(engine, fn)  # captured here, in the request thread
 
     def settle(inner: Future) -> None:
         try:
@@ -118,8 +192,9 @@ def wait(pending: Pending):
     if pending.after is not None:
         wait(pending.after)  # its failure is its own engine's, not this one's
     name = ENGINE_NAMES[pending.engine]
+    budget = getattr(_local, "budget", None)
     try:
-        return pending.future.result(timeout=max(0.0, pending.deadline - time.monotonic()))
+        result = pending.future.result(timeout=max(0.0, pending.deadline - time.monotonic()))
     except FutureTimeout:
         pending.future.cancel()  # still queued: it never runs; running: its result is dropped
         timeout = settings.SEARCH_ENGINE_TIMEOUT_SECONDS
@@ -127,9 +202,14 @@ def wait(pending: Pending):
     except (ValueError, TypeError):
         raise  # a bad argument is a bug of ours or a refused filter, not an engine outage
     except Exception as exc:
+        if budget is not None and budget.used() > budget.seconds:  # interrupted by the budget (SQLite)
+            budget.check(pending.engine)
         log.warning("search: %s failed: %s: %s", name, type(exc).__name__, exc)
         raise EngineUnavailable(pending.engine, f"Search failed: {name} is unavailable ({type(exc).__name__}: "
                                                 f"{str(exc)[:300]}).") from exc
+    if budget is not None:
+        budget.check(pending.engine)
+    return result
 
 
 class Engines:

@@ -36,7 +36,7 @@ class Command(BaseCommand):
         files = sorted(self._files(opts["paths"]))
         if not files:
             raise CommandError("No files found under the given paths.")
-        documents = []
+        documents, self._ended = [], {}  # document id -> how it ended (or where it was when output)
         for path in files:
             with path.open("rb") as fh:
                 upload = ingest_document(scope, kb, fh, path.name)
@@ -75,8 +75,14 @@ class Command(BaseCommand):
         for document, duplicate in pending.values():
             document.refresh_from_db()
             self._emit(document, duplicate, timed_out=True)
+        # A script must be able to tell: non-zero when any document did not end ready.
+        unfinished = [(pk, status) for pk, status in self._ended.items() if status != Document.Status.READY]
+        if unfinished:
+            listed = ", ".join(f"{pk} ({status})" for pk, status in unfinished[:20])
+            raise CommandError(f"{len(unfinished)} of {len(self._ended)} document(s) did not end ready: {listed}")
 
     def _emit(self, document, duplicate, timed_out=False):
+        self._ended[document.pk] = "timed out" if timed_out and not document.is_finished else document.status
         record = {
             "document_id": document.pk,
             "name": document.filename,

@@ -1,39 +1,52 @@
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
 from loci import metrics
 from loci.backends import DEFAULT_ALIAS, vector_indexes
-from retrieval.backends.milvus import MilvusVectorIndex
+from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval import vector_upgrade
+from retrieval.backends.milvus import MilvusVectorIndex
 from retrieval.embeddings import identity
 from retrieval.milvus_lite import ensure_server, release
 from retrieval.projection import refill_empty_keyword_index
+from tenants.forwarded import untrusted_forwarding_notice
 
 ALL_INTERFACES = ("0.0.0.0", "::", "")
 STARTUP_SECONDS = 120  # the web server imports Django and the apps before it listens
 STOP_SECONDS = 20
+SUPERVISE_SECONDS = 0.5
+STATE_EVERY_SECONDS = 5
+# A worker that has not written its first heartbeat this long after it started is started again.
+WORKER_START_SECONDS = 180
 
 
 class Command(BaseCommand):
-    help = ("Start the web server and a Celery worker together (and a Milvus Lite server when selected); "
-            "Ctrl-C or SIGTERM stops all of them.")
+    help = ("Start the web server and Celery workers together (and a Milvus Lite server when selected), restart "
+            "any that crashes or stops making progress; Ctrl-C or SIGTERM stops all of them.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=settings.LOCI_HOST, help="default: LOCI_HOST")
         parser.add_argument("--port", type=int, default=settings.LOCI_PORT, help="default: LOCI_PORT")
-        parser.add_argument("--concurrency", type=int, default=settings.LOCI_WORKER_CONCURRENCY)
+        parser.add_argument("--concurrency", type=int, default=settings.LOCI_WORKER_CONCURRENCY,
+                            help="worker processes (each runs one task at a time); default: LOCI_WORKER_CONCURRENCY")
         parser.add_argument("--no-worker", action="store_true")
 
     def handle(self, *args, **opts):
         self.stdout.write(f"Data: {settings.VAR_DIR} (LOCI_VAR_DIR)")
+        holder = port_holder(opts["host"], opts["port"])
+        if holder:  # a web server left running by an earlier `up` (killed with -9) would answer in ours' place
+            raise CommandError(f"Port {opts['port']} on {opts['host']} is already in use by {holder}. "
+                               "Stop that process (a Loci left running by an earlier `make run`?) "
+                               "or choose another port with LOCI_PORT.")
         notice = identity.notice()  # the indexes hold another model's vectors than LOCI_EMBEDDER names
         if notice:
             self.stdout.write(self.style.WARNING(notice))
@@ -55,15 +68,12 @@ class Command(BaseCommand):
         metrics.clear_files()  # counters start from zero with this run's processes
         start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)
         host, port = opts["host"], opts["port"]
-        python = sys.executable
-        commands = [
-            [python, "-m", "uvicorn", "loci.asgi:application", "--host", host, "--port", str(port), "--no-access-log"],
-        ]
-        if not opts["no_worker"]:
-            commands.append([python, "-m", "celery", "-A", "loci", "worker", "--loglevel", "INFO",
-                             "--concurrency", str(opts["concurrency"]), "--without-gossip", "--without-mingle"])
-        # Each in a session of its own: Ctrl-C reaches only this process, which stops them in order.
-        children = [subprocess.Popen(cmd, start_new_session=True) for cmd in commands]
+        specs = child_specs(host, port, workers=0 if opts["no_worker"] else opts["concurrency"])
+        for spec in specs:
+            if spec.worker_hostname:
+                worker_liveness.forget(spec.worker_hostname)  # a file left by a killed earlier run is no beat
+        supervisor = Supervisor(specs, Path(settings.LOCI_RUN_DIR) / "up.json", is_stuck=_stuck_worker,
+                                on_restart=_forget_heartbeat, log=self.stderr.write)
         stopping = False
 
         def stop(*_):
@@ -71,18 +81,7 @@ class Command(BaseCommand):
             if stopping:  # a second Ctrl-C while the children finish: they are already on their way
                 return
             stopping = True
-            # To each child's main process only: celery's warm shutdown ends its pool processes itself
-            # (signalling the whole group killed them under it, which it reports as ERROR lines).
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + STOP_SECONDS
-            for child in children:
-                try:
-                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
-                    child.wait()
+            supervisor.stop_all(STOP_SECONDS)
             if lite_path:
                 # After the children: it stops now unless another process (a `manage.py ingest` run
                 # beside up) still uses it, and then stops when that one exits.
@@ -93,14 +92,76 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        if not _wait_until_listening(host, port, children[0]):
+        # From this (the main) thread only, restarts included: a child's parent-death signal fires
+        # when the thread that started it ends (loci/die_with_parent.py).
+        supervisor.start_all()
+        if not _wait_until_listening(host, port, supervisor.children[0].proc):
             self.stderr.write(f"The web server did not start on {host}:{port} (is the port taken? set LOCI_PORT).")
             stop()
         self.stdout.write(self.style.SUCCESS(f"Loci is up: {_browser_url(host, port)}  (Ctrl-C stops)"))
-        while all(child.poll() is None for child in children):
-            time.sleep(0.5)
-        self.stderr.write("A process exited; stopping the others.")
-        stop()
+        # A child that exits or stops making progress is started again with back-off while the others
+        # keep serving; only Ctrl-C/SIGTERM (stop) ends them all.
+        last_written, proxy_warned = time.monotonic(), False
+        while True:
+            time.sleep(SUPERVISE_SECONDS)
+            if supervisor.check():
+                last_written = time.monotonic()
+            elif time.monotonic() - last_written > STATE_EVERY_SECONDS:
+                supervisor.write_state()  # restart_in_s counts down in /healthz
+                last_written = time.monotonic()
+                if not proxy_warned:
+                    proxy_warned = _warn_of_untrusted_proxy(self)
+
+
+def child_specs(host: str, port: int, *, workers: int) -> list[ChildSpec]:
+    """What `up` runs and keeps running: the web server first, then `workers` single-process workers.
+
+    Single-process (`--pool solo`) workers rather than one prefork pool of `workers` processes: a
+    prefork child SIGKILLed while idle held the pool's read lock for good, and the worker received
+    messages it never handed out (issue 30). A solo worker has no pool to wedge; losing one loses
+    one process, which `up` starts again, and its heartbeat says whether it makes progress.
+    """
+    python = sys.executable
+    specs = [ChildSpec("web", [python, "-m", "uvicorn", "loci.asgi:application", "--host", host,
+                               "--port", str(port), "--no-access-log"])]
+    machine = socket.gethostname()
+    for number in range(1, workers + 1):
+        name = f"worker{number}"
+        specs.append(ChildSpec(name, [python, "-m", "celery", "-A", "loci", "worker", "--pool", "solo",
+                                      "--loglevel", "INFO", "--hostname", f"{name}@%h", "--without-gossip",
+                                      "--without-mingle"], worker_hostname=f"{name}@{machine}"))
+    return specs
+
+
+def _stuck_worker(child) -> str | None:
+    """Why a running worker must be killed: its heartbeat went stale, or it never beat after starting."""
+    hostname = child.spec.worker_hostname
+    if not hostname:
+        return None
+    record = worker_liveness.read_record(hostname)
+    if record is None or record.get("pid") != child.proc.pid:
+        waited = time.monotonic() - child.started_at
+        return f"has not started after {waited:.0f}s" if waited > WORKER_START_SECONDS else None
+    if worker_liveness.status_of(record) == worker_liveness.STALE:
+        if record.get("busy_since"):
+            return f"has run one task ({record.get('task')}) past CELERY_TASK_TIME_LIMIT"
+        return f"sent no heartbeat for {time.time() - record.get('beat_at', 0):.0f}s"
+    return None
+
+
+def _warn_of_untrusted_proxy(command) -> bool:
+    try:
+        notice = untrusted_forwarding_notice()
+    except Exception:  # the cache unreachable: nothing to say now
+        return False
+    if notice:
+        command.stderr.write(command.style.WARNING(notice))
+    return bool(notice)
+
+
+def _forget_heartbeat(child) -> None:
+    if child.spec.worker_hostname:
+        worker_liveness.forget(child.spec.worker_hostname)
 
 
 def _is_milvus(backend) -> bool:
