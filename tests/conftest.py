@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_fixtures import browser, console, server  # noqa: F401  (fixtures: one installation per session)
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
@@ -59,6 +60,31 @@ def _isolated_var(settings, tmp_path):
     }
     # Each test's builds and their recorded embedder identity are its own (never the checkout's var).
     settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+
+
+class FakeClock:
+    """Wall-clock seconds that move only when a test says so (`advance`)."""
+
+    def __init__(self, start: float):
+        self.time = start
+
+    def __call__(self) -> float:
+        return self.time
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The throttles' clock (tenants/clock.py), stopped: a test moves it past a window instead of sleeping."""
+    import time
+
+    from tenants import clock as throttle_clock
+
+    fake = FakeClock(time.time())
+    monkeypatch.setattr(throttle_clock, "now", fake)
+    return fake
 
 
 @pytest.fixture
