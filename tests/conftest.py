@@ -136,3 +136,24 @@ def api_client(key: str | None = None, user=None):
     if user is not None:
         client.force_login(user)
     return client
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many tests skipped, and why, grouped by reason: a skip must be seen, not just counted."""
+    from collections import Counter
+
+    from tests.worker_process import REQUIRE_SERVICES
+
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = Counter()
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    terminalreporter.section(f"{len(skipped)} skipped", sep="-", bold=True)
+    for reason, count in reasons.most_common():
+        terminalreporter.line(f"{count:5d}  {reason}")
+    if not REQUIRE_SERVICES:
+        terminalreporter.line("(LOCI_REQUIRE_SERVICES=1, which .ci/run sets, fails the tests that need PostgreSQL, "
+                              "Redis or RabbitMQ when one is missing, instead of skipping them)")

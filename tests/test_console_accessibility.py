@@ -26,7 +26,7 @@ AXE_SOURCE = (REPO / "tests" / "data" / "axe" / "axe.min.js").read_text(encoding
 SETUP = """
 from memory.models import Memory
 from tenants.models import KnowledgeBase, Tenant
-acme = Tenant.objects.get(slug={tenant!r})
+acme = Tenant.objects.get(slug=TENANT)
 Memory.objects.create(tenant=acme, kb=KnowledgeBase.objects.get(tenant=acme, slug="docs"), kind=Memory.Kind.PROFILE,
                       user_id="u-ada", text="Ada prefers tea.", topic="preference",
                       metadata={"subject": "Ada", "category": "preference", "value": "tea"})
@@ -60,7 +60,7 @@ def upload_states(page) -> set[str]:
 
 def test_every_console_page_has_no_axe_violations(console, browser, tmp_path):
     acme = console.tenant(viewers=1)  # its owner ("alice") and a viewer ("vera")
-    console.shell(SETUP.format(tenant=acme.slug))
+    console.shell(SETUP.replace("TENANT", repr(acme.slug)))
     audit = Audit()
 
     anonymous = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=console.base).new_page()
