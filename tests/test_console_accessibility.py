@@ -19,7 +19,8 @@ from tests.conftest import DOCS
 from tests.test_console_browser import PDF
 from tests.worker_process import REPO
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AXE_SOURCE = (REPO / "tests" / "data" / "axe" / "axe.min.js").read_text(encoding="utf-8")
 

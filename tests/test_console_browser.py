@@ -15,7 +15,8 @@ import pytest
 from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, shot, sign_in
 from tests.conftest import DOCS
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 PDF, DOCX, EMPTY = DOCS / "pdf" / "fake-memo.pdf", DOCS / "fake.docx", DOCS / "empty.txt"
 ZH_TEXT = "项目预算会议纪要\n\n本项目的预算为四万欧元，由王芳负责。\n\n发布会定于三月十二日在上海举行。\n"

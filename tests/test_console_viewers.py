@@ -14,7 +14,8 @@ from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, shot, sign_in
 from tests.conftest import DOCS, SHARED_DATA
 from tests.test_console_accessibility import AXE_SOURCE, Audit
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 VTT = SHARED_DATA / "docs" / "vtt" / "videojs-elephantsdream" / "captions.en.vtt"
 CITED_ROW = 250

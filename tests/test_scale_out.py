@@ -23,7 +23,7 @@ from tests.worker_process import (
     redis_database, stop_milvus_lite, workers,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # several workers, each waited for
 
 FIRST = DOCS / "fake-text.txt"  # "Important points: - Hamburgers are delicious - Dogs are the best ..."
 # Queued together on the Redis path to time one worker process (docs/scaling.md has the numbers).

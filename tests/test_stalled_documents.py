@@ -31,6 +31,9 @@ from tests.worker_process import (
     stop_milvus_lite, workers,
 )
 
+# Each scenario waits for several stages of real workers, with bounds of its own (up to 240 s each).
+pytestmark = pytest.mark.timeout(900)
+
 LEASE_SECONDS = 3
 # Short, so each scenario's take-over happens within seconds; the defaults are 60 s and 30 s.
 TIMINGS = dict(LOCI_STAGE_LEASE_SECONDS=str(LEASE_SECONDS), LOCI_SWEEP_INTERVAL_SECONDS="0.5",

@@ -36,6 +36,7 @@ LEASE_SECONDS = 10
 # the index stage writes part of the projection and then embeds the rest for a second or more.
 DOCUMENT = DOCS / "LICENSE.md"
 INDEX_BAND_START = 75  # ingest.pipeline.INDEX_BAND[0]: progress above it means a batch was written
+pytestmark = pytest.mark.timeout(900)  # real workers killed and waited for, with bounds of their own
 
 
 @pytest.fixture
