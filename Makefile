@@ -13,7 +13,7 @@ PYPROJECT_HASH := $(shell cat pyproject.toml clients/python/pyproject.toml 2>/de
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
-.PHONY: run test install install-test migrate demo vendor-pdfjs vendor-axe ts-client
+.PHONY: run test lint install install-test migrate demo vendor-pdfjs vendor-axe ts-client
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -46,6 +46,10 @@ run: demo
 
 test: install-test
 	$(PY) -m pytest
+
+# The linter, with the rules pyproject.toml names (.ci/run runs it before the suite).
+lint: install-test
+	$(PY) -m ruff check .
 
 # The console's PDF viewer: pdf.js's two built files, vendored into static/ (no CDN, and no npm at
 # install or test time). Run by hand to move to another version; commit the result.

@@ -163,7 +163,6 @@ def main(argv=None):
         for q in questions:
             response = search(scope, parse_search_request({"query": q["question"], "method": method,
                                                           "top_k": args.top_k,
-        "memory_types": args.memory_types,
                                                           "memory_types": args.memory_types.split(",")}))
             items = merged_items(response)
             score(method, q, [(item_text(it), item_documents(it)) for it in items],

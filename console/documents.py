@@ -16,6 +16,7 @@ from console.shell import console_scope, current_kb, kb_filter, location_label, 
 from django.utils import timezone
 
 from ingest.actions import CANCELLED_STAGE, cancel_document, rerun_document
+from memory import stage_times
 from memory.actions import delete_document
 from memory.models import Chunk, Document, Memory
 
@@ -59,7 +60,7 @@ def status_payload(document: Document, *, ahead: int | None = None, speeds: dict
     now = timezone.now()
     current = phase(document)
     # Waiting between two stages counts from the end of the last one, not from the upload.
-    waiting_since = (progress_estimates.last_stage_end(document) or document.started_at) if document.started_at \
+    waiting_since = (stage_times.last_stage_end(document) or document.started_at) if document.started_at \
         else document.created_at
     return {
         "id": document.pk,
@@ -92,8 +93,8 @@ def status_payload(document: Document, *, ahead: int | None = None, speeds: dict
 
 def _stage_seconds(document: Document, now) -> float | None:
     """How long the running stage has run (from its recorded start)."""
-    entry = progress_estimates.stage_times(document).get(progress_estimates.STAGE_OF_STATUS.get(document.status, ""))
-    started = progress_estimates.parse_time((entry or {}).get("started"))
+    entry = stage_times.stage_times(document).get(stage_times.STAGE_OF_STATUS.get(document.status, ""))
+    started = stage_times.parse_time((entry or {}).get("started"))
     return _seconds(started, now) if started else None
 
 

@@ -1,13 +1,12 @@
 """Time-left estimates for the upload table, from the stage speeds this installation measured.
 
-Every stage records how long it ran (ingest: metadata["stage_times"]). The last finished documents
+Every stage records how long it ran (memory/stage_times.py). The last finished documents
 give each stage a line `seconds = fixed + per_mb × MB`; a document's estimate is what is left of
 its running stage plus the stages after it, measured on documents of its own type once enough of
 them were measured, else on all. Without a measurement for every stage still to run there is no
 estimate: the console then says nothing rather than guess.
 """
 
-import datetime
 import statistics
 from dataclasses import dataclass
 
@@ -15,11 +14,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from memory.models import Document
+from memory.stage_times import STAGE_OF_STATUS, STAGE_ORDER, STAGE_TIMES_KEY, parse_time, stage_times
 
-STAGE_ORDER = ["parse", "extract", "index"]
-STAGE_OF_STATUS = {"parsing": "parse", "extracting": "extract", "indexing": "index"}
-# Written by ingest.pipeline (STAGE_TIMES_KEY there), read here.
-STAGE_TIMES_KEY = "stage_times"
 # The most recent finished documents measured: enough for a stable line, recent enough to follow a
 # change of model or machine.
 SAMPLE_DOCUMENTS = 200
@@ -97,25 +93,6 @@ def speeds_for(speeds: dict[str, dict[str, StageSpeed]], detected_type: str) -> 
     if own and len(own) == len(STAGE_ORDER) and all(s.samples >= MIN_SAMPLES_FOR_FIT for s in own.values()):
         return own
     return speeds.get("*", {})
-
-
-def stage_times(document: Document) -> dict:
-    times = (document.metadata or {}).get(STAGE_TIMES_KEY)
-    return times if isinstance(times, dict) else {}
-
-
-def parse_time(value) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def last_stage_end(document: Document) -> datetime.datetime | None:
-    """When the last finished stage of this run ended: what a file waiting between stages waits since."""
-    ends = [parse_time(entry.get("ended")) for entry in stage_times(document).values() if isinstance(entry, dict)]
-    ends = [end for end in ends if end]
-    return max(ends) if ends else None
 
 
 def seconds_left(document: Document, phase: str, measured: dict[str, dict[str, StageSpeed]]) -> float | None:

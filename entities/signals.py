@@ -4,6 +4,8 @@ Receivers of the memory model's own signals, so every write and delete path (API
 `manage.py delete`, cascades of a document, KB or tenant) is covered without each calling us.
 """
 
+import threading
+
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -22,19 +24,27 @@ def relink_edited(sender, instance: Memory, created: bool, update_fields=None, *
 
 @receiver(post_delete, sender=Memory, dispatch_uid="entities-prune-on-delete")
 def prune_after_delete(sender, instance: Memory, **kwargs):
-    # One prune per tenant per transaction, however many memories it deletes (a KB's thousands):
-    # a callback already queued on this connection for the tenant is enough. A rolled-back
-    # transaction drops its callbacks with it.
-    queued = transaction.get_connection().run_on_commit
-    if any(getattr(fn, "entity_tenant", None) == instance.tenant_id and not fn.done for _, fn, _ in queued):
-        return
-    transaction.on_commit(_pruner(instance.tenant_id))
+    # One prune per tenant per commit, however many memories the transaction deletes (a KB's
+    # thousands): each delete notes its tenant and queues a callback; the commit's first callback
+    # prunes every tenant noted, the others find nothing left to do. Noted per thread, as Django's
+    # connections (and so their commits and callbacks) are. A rolled-back transaction's tenants stay
+    # noted and are pruned at this thread's next commit: once more than needed, never less.
+    _noted_tenants().add(instance.tenant_id)
+    transaction.on_commit(_prune_noted)
 
 
-def _pruner(tenant_id: int):
-    def prune():
-        prune.done = True
-        prune_orphans([tenant_id])
+_noted = threading.local()
 
-    prune.entity_tenant, prune.done = tenant_id, False
-    return prune
+
+def _noted_tenants() -> set[int]:
+    if not hasattr(_noted, "tenants"):
+        _noted.tenants = set()
+    return _noted.tenants
+
+
+def _prune_noted():
+    tenants = _noted_tenants()
+    if tenants:
+        pending = sorted(tenants)
+        tenants.clear()
+        prune_orphans(pending)

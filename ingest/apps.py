@@ -9,9 +9,10 @@ class IngestConfig(AppConfig):
         # Imported here: the sweeper uses the models, which exist only once the registry is ready.
         from celery import signals
 
-        from ingest.sweeper import start_sweeper_in_worker
+        from ingest.sweeper import start_sweeper_in_worker, stop_sweeper_in_worker
 
         signals.worker_ready.connect(start_sweeper_in_worker, dispatch_uid="ingest.start_sweeper")
+        signals.worker_shutdown.connect(stop_sweeper_in_worker, dispatch_uid="ingest.stop_sweeper")
 
         from ingest import worker_liveness
 

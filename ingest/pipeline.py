@@ -1,6 +1,5 @@
 """The document pipeline's domain steps: parse+chunk, extract, index. Tasks call these by id."""
 
-import datetime
 import logging
 import uuid
 
@@ -46,8 +45,8 @@ def parse_and_chunk(document: Document) -> int:
             f"The file is {megabytes(document.size)}; the limit is {limit_megabytes(settings.LOCI_MAX_UPLOAD_BYTES)}."
         )
     with local_original(document.original) as path:  # a temporary copy when the storage is an object store
-        _record_detected_type(document, path)
-        parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES)
+        detected = _record_detected_type(document, path)
+        parsed = parse_file(path, document.filename, max_bytes=settings.LOCI_MAX_UPLOAD_BYTES, detected=detected)
     document.set_progress(_band(PARSE_BAND, 0.7), "chunking")
     parents = chunk_document(parsed)
     if not parents:
@@ -212,53 +211,19 @@ def _json_safe(value):
     return str(value)
 
 
-def _record_detected_type(document: Document, path) -> None:
-    """Keep the detected type even when parsing then fails (a password-protected PDF is still a PDF)."""
+def _record_detected_type(document: Document, path) -> str | None:
+    """Keep the detected type even when parsing then fails (a password-protected PDF is still a PDF);
+    the type, which the parse then uses, or None."""
     try:
-        detected = detect_type(path, document.filename)[:32]
+        detected = detect_type(path, document.filename)
     except ParseError:
-        return  # empty or unreadable: parse_file raises the same error with its reason
-    document.detected_type = detected
-    rows = document._held() if document.claim_token else Document.objects.filter(pk=document.pk)
-    rows.update(detected_type=detected)
+        return None  # empty or unreadable: parse_file raises the same error with its reason
+    document.detected_type = detected[:32]
+    document.update_own_row(detected_type=document.detected_type)
+    return detected
 
 
 def touch_started(document: Document) -> None:
     if document.started_at is None:
         document.started_at = timezone.now()
         Document.objects.filter(pk=document.pk, started_at__isnull=True).update(started_at=document.started_at)
-
-
-# Each stage's start and duration in this run, under metadata["stage_times"]: what the console's
-# estimates are measured from (console/progress_estimates.py), and what a waiting file waits since.
-STAGE_TIMES_KEY = "stage_times"
-
-
-def record_stage_start(document: Document, stage_name: str) -> None:
-    """Note when this stage began; the first stage of a run forgets the previous run's times."""
-    times = {} if stage_name == "parse" else dict(document.metadata.get(STAGE_TIMES_KEY) or {})
-    times[stage_name] = {"started": timezone.now().isoformat()}
-    _write_stage_times(document, times)
-
-
-def record_stage_end(document: Document, stage_name: str) -> None:
-    """Note how long this stage ran, from its recorded start (nothing when the start is unknown)."""
-    times = dict(document.metadata.get(STAGE_TIMES_KEY) or {})
-    entry = dict(times.get(stage_name) or {})
-    try:
-        started = datetime.datetime.fromisoformat(entry["started"])
-    except (KeyError, TypeError, ValueError):
-        return
-    now = timezone.now()
-    entry.update(ended=now.isoformat(), seconds=round(max(0.0, (now - started).total_seconds()), 3))
-    times[stage_name] = entry
-    _write_stage_times(document, times)
-
-
-def _write_stage_times(document: Document, times: dict) -> None:
-    # Under the claim: the holder is the only writer of a document's metadata while its stage runs,
-    # and a run that lost its claim must not write over the new holder's times (0 rows: ignored,
-    # the stage's next guarded write raises ClaimLost).
-    document.metadata = {**(document.metadata or {}), STAGE_TIMES_KEY: times}
-    rows = document._held() if document.claim_token else Document.objects.filter(pk=document.pk)
-    rows.update(metadata=document.metadata)

@@ -28,6 +28,7 @@ from memory.models import Document
 log = logging.getLogger(__name__)
 Status = Document.Status
 _started: threading.Thread | None = None
+_stop = threading.Event()
 _start_lock = threading.Lock()
 
 
@@ -105,15 +106,31 @@ def start_sweeper_in_worker(sender=None, **kwargs) -> None:
     start_sweeper()
 
 
+def stop_sweeper_in_worker(sender=None, **kwargs) -> None:
+    """Celery's worker_shutdown receiver: the sweep under way ends, no other starts."""
+    stop_sweeper()
+
+
 def start_sweeper(interval: float | None = None) -> threading.Thread:
     """Start this process's sweeper thread (once; later calls return the running one)."""
     global _started
     with _start_lock:
         if _started is None or not _started.is_alive():
             every = settings.LOCI_SWEEP_INTERVAL_SECONDS if interval is None else interval
-            _started = threading.Thread(target=run_forever, args=(every, threading.Event()), name="loci-sweeper",
-                                        daemon=True)
+            _stop.clear()
+            _started = threading.Thread(target=run_forever, args=(every, _stop), name="loci-sweeper", daemon=True)
             _started.start()
             log.info("sweeper: checking for stalled documents every %ss", every)
         return _started
 
+
+def stop_sweeper(timeout: float | None = 30) -> bool:
+    """Stop this process's sweeper thread, after the sweep under way; False if it is still sweeping
+    after `timeout` seconds (it stops when that sweep ends). True when none was running."""
+    with _start_lock:
+        thread = _started
+        _stop.set()
+    if thread is None:
+        return True
+    thread.join(timeout)
+    return not thread.is_alive()

@@ -15,6 +15,7 @@ from ingest.extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
 from ingest.parsing.base import ParseError
 from loci import metrics
+from memory import stage_times
 from memory.models import ClaimLost, Document, DocumentGone
 
 log = logging.getLogger(__name__)
@@ -35,16 +36,21 @@ class Stage:
     doing: str  # for "Unexpected error while <doing> the file"
 
 
+def _timed(stage_name: str, step: Callable) -> Callable:
+    """The step with its duration and failures in the metrics (GET /metrics)."""
+    return metrics.timed_step(stage_name, step, transient=lambda exc: outage_of(exc) is not None,
+                              timeout=SoftTimeLimitExceeded, lost=ClaimLost)
+
+
 STAGES = {
-    "parse": Stage(Status.QUEUED, Status.PARSING, pipeline.parse_and_chunk, "extract", "parsing"),
-    "extract": Stage(Status.PARSING, Status.EXTRACTING, pipeline.extract_memories, "index", "extracting memories from"),
-    "index": Stage(Status.EXTRACTING, Status.INDEXING, pipeline.index_document, None, "indexing"),
+    "parse": Stage(Status.QUEUED, Status.PARSING, _timed("parse", pipeline.parse_and_chunk), "extract", "parsing"),
+    "extract": Stage(Status.PARSING, Status.EXTRACTING, _timed("extract", pipeline.extract_memories), "index",
+                     "extracting memories from"),
+    "index": Stage(Status.EXTRACTING, Status.INDEXING, _timed("index", pipeline.index_document), None, "indexing"),
 }
 STAGE_OF_STATUS = {stage.status: name for name, stage in STAGES.items()}
 # Outcomes of stage_outcome.
 FINISHED, NOT_CLAIMED, STOPPED = "finished", "not claimed", "stopped"
-STAGES = metrics.instrument_stages(STAGES, transient=lambda exc: outage_of(exc) is not None,
-                                   timeout=SoftTimeLimitExceeded, lost=ClaimLost)
 
 
 def run_stage(document_id: int, stage_name: str) -> bool:
@@ -69,10 +75,10 @@ def stage_outcome(document_id: int, stage_name: str) -> str:
     try:
         with Heartbeat(document, heartbeat_interval(lease)):
             pipeline.touch_started(document)
-            pipeline.record_stage_start(document, stage_name)
+            stage_times.record_stage_start(document, stage_name)
             if not _run_step(document, stage_name, stage):
                 return STOPPED  # failed with its reason, or deleted
-            pipeline.record_stage_end(document, stage_name)
+            stage_times.record_stage_end(document, stage_name)
             if stage.next is None:
                 if not document.mark_ready():  # deleted after the index write's last check
                     raise DocumentGone(f"document {document.pk} was deleted while its {stage_name} stage ran")

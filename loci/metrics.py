@@ -7,11 +7,10 @@ management commands such as `ingest --wait`. State (documents per status, stalle
 rows) is read from the database and the indexes at scrape time instead: it is the same whichever
 process answers, and a dead process cannot leave a stale gauge behind.
 
-Hooks, one line each: `instrument_stages` (ingest/tasks.py), `timed_search` (retrieval/search),
+Hooks, one line each: `timed_step` (ingest/tasks.py), `timed_search` (retrieval/search),
 `metered_embedder` (retrieval/embeddings).
 """
 
-import dataclasses
 import functools
 import hmac
 import logging
@@ -52,16 +51,11 @@ EMBEDDING_SECONDS = Counter(
 
 # --- Hooks ---------------------------------------------------------------------------------------
 
-def instrument_stages(stages: dict, *, transient, timeout: type, lost: type) -> dict:
-    """The same stages, each step timed and its failures counted; steps run only once claimed.
+def timed_step(stage_name: str, step, *, transient, timeout: type, lost: type):
+    """The stage's step, timed and its failures counted (a step runs only once its stage is claimed).
 
     `transient(exc)` tells an engine outage (retried) from a failure; `lost` is the exception of a
     stage whose claim was taken over (it stops without failing the document)."""
-    return {name: dataclasses.replace(stage, step=_timed_step(name, stage.step, transient, timeout, lost))
-            for name, stage in stages.items()}
-
-
-def _timed_step(stage_name: str, step, transient, timeout: type, lost: type):
     @functools.wraps(step)
     def timed(document):
         started, outcome = time.perf_counter(), "failed"

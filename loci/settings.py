@@ -246,6 +246,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "processed_folder": str(_BROKER_DIR / "processed"),
         "control_folder": str(_BROKER_DIR / "control"),  # broadcast (inspect/ping); default is ./control
         "store_processed": False,
+        # How often an idle worker looks for a message (kombu's default, 1 s, is each stage's worst
+        # added wait); the test suite's installations look more often.
+        "polling_interval": env_float("LOCI_BROKER_POLL_SECONDS", 1.0, minimum=0.01),
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}

@@ -125,6 +125,15 @@ class Document(models.Model):
         """The row while this object's claim is still the document's, for a conditional UPDATE."""
         return Document.objects.filter(pk=self.pk, claim_token=self.claim_token)
 
+    def update_own_row(self, **fields) -> int:
+        """UPDATE this document's row with `fields`; the number of rows changed (0 or 1).
+
+        While this object holds a claim, only if the claim is still the document's: a stage that
+        lost it must not write over the new holder's (0 rows). Without a claim, by pk.
+        """
+        rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
+        return rows.update(**fields)
+
     def lost_claim(self) -> "ClaimLost":
         """Why a write under this object's claim found no row: the document was deleted
         (DocumentGone), or another claim replaced this one after its lease ran out (ClaimLost)."""
@@ -157,8 +166,8 @@ class Document(models.Model):
 
     def set_progress(self, progress: int, stage: str) -> None:
         self.progress, self.stage = max(0, min(100, progress)), stage[:200]
-        rows = self._held() if self.claim_token else Document.objects.filter(pk=self.pk)
-        if not rows.update(progress=self.progress, stage=self.stage, updated_at=timezone.now()) and self.claim_token:
+        if not self.update_own_row(progress=self.progress, stage=self.stage, updated_at=timezone.now()) \
+                and self.claim_token:
             raise self.lost_claim()
 
     def mark_failed(self, reason: str, *, retryable: bool = True) -> bool:

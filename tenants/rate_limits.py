@@ -12,6 +12,7 @@ import math
 from django.conf import settings
 from rest_framework import exceptions, throttling
 
+from tenants import clock
 from tenants.models import ApiKey
 
 
@@ -20,6 +21,7 @@ class PrincipalRateThrottle(throttling.SimpleRateThrottle):
 
     scope = "user"
     setting = "LOCI_RATE_LIMIT_USER"
+    timer = staticmethod(lambda: clock.now())  # looked up per call: a test's clock replaces clock.now
 
     def get_rate(self):
         return settings.LOCI_RATE_LIMITS.get(self.scope)  # None: unlimited

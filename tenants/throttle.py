@@ -8,11 +8,12 @@ cache would give each process its own allowance.
 
 import hashlib
 import math
-import time
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+
+from tenants import clock
 
 _PREFIX = "loci:auth-failures:"
 
@@ -52,22 +53,28 @@ def api_key_counters(request) -> list[Counter]:
 
 def seconds_locked(counters: list[Counter]) -> int:
     """Seconds until every counter is below its limit again; 0 when none has reached it."""
-    window, now, wait = settings.LOCI_AUTH_THROTTLE_WINDOW, time.time(), 0
+    window, now, wait = settings.LOCI_AUTH_THROTTLE_WINDOW, clock.now(), 0
     values = cache.get_many([key for counter in counters for key in counter.keys])
     for counter in counters:
         start_key, count_key = counter.keys
         start, count = values.get(start_key), values.get(count_key, 0)
-        if start is not None and count >= counter.limit:
+        # The window ends by the clock, not only by the cache's expiry of its keys (which may lag).
+        if start is not None and count >= counter.limit and now < start + window:
             wait = max(wait, math.ceil(start + window - now), 1)
     return wait
 
 
 def record_failure(counters: list[Counter]) -> None:
-    window = settings.LOCI_AUTH_THROTTLE_WINDOW
+    window, now = settings.LOCI_AUTH_THROTTLE_WINDOW, clock.now()
     for counter in counters:
         start_key, count_key = counter.keys
         # The start key is the window: a count left from an ended window is overwritten, not added to.
-        if cache.add(start_key, time.time(), timeout=window):
+        if cache.add(start_key, now, timeout=window):
+            cache.set(count_key, 1, timeout=window)
+            continue
+        start = cache.get(start_key)
+        if start is not None and now >= start + window:  # ended by the clock before the cache let go of it
+            cache.set(start_key, now, timeout=window)
             cache.set(count_key, 1, timeout=window)
             continue
         try:

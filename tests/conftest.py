@@ -10,6 +10,7 @@ import pytest
 # retrieval/warmup.py (tests/test_warmup.py turns it on where it is what is tested).
 os.environ.setdefault("LOCI_WARM_START", "0")
 
+from tests.browser_fixtures import browser, console, server  # noqa: F401  (fixtures: one installation per session)
 from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
@@ -71,6 +72,31 @@ def _isolated_var(settings, tmp_path):
     settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
 
 
+class FakeClock:
+    """Wall-clock seconds that move only when a test says so (`advance`)."""
+
+    def __init__(self, start: float):
+        self.time = start
+
+    def __call__(self) -> float:
+        return self.time
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The throttles' clock (tenants/clock.py), stopped: a test moves it past a window instead of sleeping."""
+    import time
+
+    from tenants import clock as throttle_clock
+
+    fake = FakeClock(time.time())
+    monkeypatch.setattr(throttle_clock, "now", fake)
+    return fake
+
+
 @pytest.fixture
 def committed(django_capture_on_commit_callbacks):
     """Run what a call queues on commit (index writes and removals), as a real request's commit would:
@@ -120,3 +146,24 @@ def api_client(key: str | None = None, user=None):
     if user is not None:
         client.force_login(user)
     return client
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many tests skipped, and why, grouped by reason: a skip must be seen, not just counted."""
+    from collections import Counter
+
+    from tests.worker_process import REQUIRE_SERVICES
+
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = Counter()
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    terminalreporter.section(f"{len(skipped)} skipped", sep="-", bold=True)
+    for reason, count in reasons.most_common():
+        terminalreporter.line(f"{count:5d}  {reason}")
+    if not REQUIRE_SERVICES:
+        terminalreporter.line("(LOCI_REQUIRE_SERVICES=1, which .ci/run sets, fails the tests that need PostgreSQL, "
+                              "Redis or RabbitMQ when one is missing, instead of skipping them)")

@@ -14,22 +14,20 @@ import re
 
 import pytest
 
+from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, sign_in
 from tests.conftest import DOCS
-from tests.test_console_browser import (  # noqa: F401 (fixtures)
-    PASSWORDS, PDF, PROCESSING_TIMEOUT_MS, browser, console, server, sign_in)
+from tests.test_console_browser import PDF
 from tests.worker_process import REPO
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AXE_SOURCE = (REPO / "tests" / "data" / "axe" / "axe.min.js").read_text(encoding="utf-8")
 
 SETUP = """
-from django.contrib.auth import get_user_model
 from memory.models import Memory
-from tenants.models import KnowledgeBase, Membership, Role, Tenant
-acme = Tenant.objects.get(slug="acme")
-vera = get_user_model().objects.create_user("vera", password="vera-pw-123")
-Membership.objects.create(user=vera, tenant=acme, role=Role.VIEWER)
+from tenants.models import KnowledgeBase, Tenant
+acme = Tenant.objects.get(slug=TENANT)
 Memory.objects.create(tenant=acme, kb=KnowledgeBase.objects.get(tenant=acme, slug="docs"), kind=Memory.Kind.PROFILE,
                       user_id="u-ada", text="Ada prefers tea.", topic="preference",
                       metadata={"subject": "Ada", "category": "preference", "value": "tea"})
@@ -61,21 +59,21 @@ def upload_states(page) -> set[str]:
     return set(page.locator("#upload-list .upload-item").evaluate_all("rows => rows.map((r) => r.dataset.state)"))
 
 
-def test_every_console_page_has_no_axe_violations(console, browser, tmp_path, monkeypatch):  # noqa: F811
-    console.shell(SETUP)
-    monkeypatch.setitem(PASSWORDS, "vera", "vera-pw-123")
+def test_every_console_page_has_no_axe_violations(console, browser, tmp_path):
+    acme = console.tenant(viewers=1)  # its owner ("alice") and a viewer ("vera")
+    console.shell(SETUP.replace("TENANT", repr(acme.slug)))
     audit = Audit()
 
     anonymous = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=console.base).new_page()
     anonymous.goto("/login/")
     audit.check(anonymous, "login")
-    anonymous.fill("input[name=username]", "alice")
+    anonymous.fill("input[name=username]", acme.user)
     anonymous.fill("input[name=password]", "wrong password")
     anonymous.click("button[type=submit]")
     anonymous.wait_for_selector(".flash-error")
     audit.check(anonymous, "login with an error")
 
-    alice = sign_in(browser, console.base, "alice")
+    alice = sign_in(browser, console.base, acme.user, acme.password)
     audit.check(alice, "knowledge bases")
     alice.goto("/kbs/new/")
     audit.check(alice, "new knowledge base")
@@ -180,7 +178,7 @@ def test_every_console_page_has_no_axe_violations(console, browser, tmp_path, mo
 
     assert alice.goto("/documents/999999999/").status == 404
     audit.check(alice, "404")
-    vera = sign_in(browser, console.base, "vera")
+    vera = sign_in(browser, console.base, *acme.viewers[0])
     audit.check(vera, "knowledge bases (read-only)")
     assert vera.goto("/kbs/new/").status == 403
     audit.check(vera, "403")

@@ -1,149 +1,42 @@
 """The console end to end in a real browser, against real processes.
 
-A uvicorn web server and a `celery worker` run as subprocesses over one throwaway var dir (SQLite
-file, filesystem broker, keyword index, Milvus Lite), exactly as `manage.py up` runs them; nothing
-is eager. Chromium drives the pages as alice, then as charlie of another tenant. Screenshots of the
-main pages land in $TMPDIR/loci-screenshots/, or in docs/screenshots/ (the README's pictures)
-when LOCI_SCREENSHOTS=docs, so a test run leaves the checkout clean.
+The session's installation (tests/browser_fixtures.py: a uvicorn web server and a `celery worker`
+over one throwaway var dir, exactly as `manage.py up` runs them; nothing is eager). Chromium drives
+the pages as the owner of a tenant of the test's own ("alice"), then as the owner of another
+("charlie"). Screenshots of the main pages land in $TMPDIR/loci-screenshots/, or in
+docs/screenshots/ (the README's pictures) when LOCI_SCREENSHOTS=docs, so a test run leaves the
+checkout clean.
 """
 
-import os
 import re
-import signal
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 
 import pytest
 
+from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, shot, sign_in
 from tests.conftest import DOCS
-from tests.worker_process import PYTHON, REPO, Worker, app_env, free_port, stop_milvus_lite
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-CHROMIUM = os.environ.get("LOCI_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("LOCI_SCREENSHOTS") == "docs"
-               else Path(tempfile.gettempdir()) / "loci-screenshots")
 PDF, DOCX, EMPTY = DOCS / "pdf" / "fake-memo.pdf", DOCS / "fake.docx", DOCS / "empty.txt"
 ZH_TEXT = "项目预算会议纪要\n\n本项目的预算为四万欧元，由王芳负责。\n\n发布会定于三月十二日在上海举行。\n"
-PASSWORDS = {"alice": "alice-pw-123", "charlie": "charlie-pw-123"}
-PROCESSING_TIMEOUT_MS = 150_000
-
-SETUP = """
-from django.core.management import call_command
-call_command("migrate", interactive=False, verbosity=0)
-call_command("collectstatic", interactive=False, verbosity=0)
-call_command("bootstrap", tenant="acme", kb="docs", user="alice", password="{alice}")
-call_command("bootstrap", tenant="globex", kb="secret", user="charlie", password="{charlie}")
-"""
-
-
-def _wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"web server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"web server did not answer {url} within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
-def console(tmp_path_factory):
-    """A web server with a worker behind it (`.base`, and `.shell(code)` to run Django code against
-    the same database); both stopped (by process group) afterwards."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    var = tmp_path_factory.mktemp("console")
-    env = app_env(var, DEBUG="0")
-    subprocess.run([PYTHON, "manage.py", "shell", "-c", SETUP.format(**PASSWORDS)], cwd=REPO, env=env, check=True,
-                   capture_output=True, timeout=180)
-    port = free_port()
-    web_log = var / "web.log"
-    with open(web_log, "ab") as log:
-        web = subprocess.Popen([PYTHON, "-m", "uvicorn", "loci.asgi:application", "--host", "127.0.0.1",
-                                "--port", str(port), "--no-access-log"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    worker = Worker(env, var / "worker.log", name="console").start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_for_http(base + "/login/", web, web_log)
-        worker.wait_ready()
-        yield ConsoleServer(base, env)
-    finally:
-        if web.poll() is None:
-            os.killpg(web.pid, signal.SIGTERM)
-            try:
-                web.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(web.pid, signal.SIGKILL)
-                web.wait(timeout=15)
-        worker.stop(timeout=15)
-        stop_milvus_lite(var)
+def memo_tenant(console):
+    """A tenant whose `docs` holds the memo, processed by the worker, and another tenant: for the
+    tests that read the memo (they change nothing, so they may share it)."""
+    memo, other = console.tenants(2)
+    console.ingest(memo, PDF)
+    return memo, other
 
 
-class ConsoleServer:
-    def __init__(self, base: str, env: dict):
-        self.base, self.env = base, env
-
-    def shell(self, code: str) -> str:
-        """Run Django code in the server's database (a `manage.py shell -c`); what it printed."""
-        done = subprocess.run([PYTHON, "manage.py", "shell", "-c", code], cwd=REPO, env=self.env, check=True,
-                              capture_output=True, text=True, timeout=180)
-        return done.stdout
-
-
-@pytest.fixture(scope="module")
-def server(console):
-    """Base URL of the console's web server."""
-    return console.base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-def sign_in(browser, base: str, username: str):
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=base)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto("/")  # anonymous: sent to the sign-in page first
-    assert "/login/" in page.url
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORDS[username])
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-    page.js_errors = errors
-    return page
-
-
-def shot(page, name: str, *, full_page: bool = False) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    if full_page:
-        page.evaluate("window.scrollTo(0, 0)")  # the sticky header is drawn where the page is scrolled to
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
-
-
-def test_upload_watch_open_search_and_isolation(server, browser, tmp_path):
+def test_upload_watch_open_search_and_isolation(console, browser, tmp_path):
     zh = tmp_path / "会议纪要.txt"
     zh.write_text(ZH_TEXT, encoding="utf-8")
-    alice = sign_in(browser, server, "alice")
+    server = console.base
+    acme, globex = console.tenants(2)
+    alice = sign_in(browser, server, acme.user, acme.password)
 
     # Upload: every file gets its own row whose stage moves live while the worker runs.
     alice.goto("/upload/")
@@ -255,7 +148,7 @@ def test_upload_watch_open_search_and_isolation(server, browser, tmp_path):
     assert alice.js_errors == []
 
     # Another tenant sees none of it: not in lists, not by id, not in search, not in the status feed.
-    charlie = sign_in(browser, server, "charlie")
+    charlie = sign_in(browser, server, globex.user, globex.password)
     assert "fake-memo" not in charlie.content()
     charlie.goto("/documents/")
     assert charlie.locator("text=No documents yet").count() == 1
@@ -270,7 +163,7 @@ def test_upload_watch_open_search_and_isolation(server, browser, tmp_path):
     assert charlie.locator(".memory").count() == 0
 
 
-def test_fifty_files_in_one_table_with_honest_progress_and_cancel(server, browser, tmp_path):
+def test_fifty_files_in_one_table_with_honest_progress_and_cancel(console, browser, tmp_path):
     """50 files at once: one compact row each, a queued state with its place in line, filters, and
     Cancel on a file still waiting (it never runs, says who cancelled it, and may be retried)."""
     files = []
@@ -278,7 +171,8 @@ def test_fifty_files_in_one_table_with_honest_progress_and_cancel(server, browse
         path = tmp_path / f"note-{i:02d}.txt"
         path.write_text(f"Meeting note {i}. Project Falcon item {i} is owned by person {i}.\n", encoding="utf-8")
         files.append(str(path))
-    alice = sign_in(browser, server, "alice")
+    acme = console.tenant()
+    alice = sign_in(browser, console.base, acme.user, acme.password)
     alice.goto("/upload/")
     alice.evaluate("""() => {
         window.seenDetails = new Set();
@@ -294,7 +188,7 @@ def test_fifty_files_in_one_table_with_honest_progress_and_cancel(server, browse
     assert last.get_attribute("data-state") == "queued"
     last.locator("[data-cancel]").click()
     alice.wait_for_selector('#upload-list .upload-item:nth-child(50)[data-state="cancelled"]', timeout=30_000)
-    assert last.locator(".upload-note").inner_text() == "Cancelled by alice"
+    assert last.locator(".upload-note").inner_text() == f"Cancelled by {acme.user}"
     assert last.locator("[data-retry]").is_visible() and not last.locator("[data-cancel]").is_visible()
     shot(alice, "upload-table-progress")
 
@@ -324,9 +218,10 @@ def test_fifty_files_in_one_table_with_honest_progress_and_cancel(server, browse
     assert alice.js_errors == []
 
 
-def test_a_cited_pdf_opens_at_its_page_with_the_passage_highlighted(server, browser):
+def test_a_cited_pdf_opens_at_its_page_with_the_passage_highlighted(server, browser, memo_tenant):
     """Search result → "open the original": pdf.js (vendored, no CDN) shows the cited page, passage marked."""
-    alice = sign_in(browser, server, "alice")
+    memo, _ = memo_tenant
+    alice = sign_in(browser, server, memo.user, memo.password)
     external = []
     alice.on("request", lambda r: external.append(r.url) if not r.url.startswith(server) else None)
     alice.goto("/search/?q=How+many+trucks+were+used%3F&method=hybrid&chunks=1")
@@ -343,8 +238,9 @@ def test_a_cited_pdf_opens_at_its_page_with_the_passage_highlighted(server, brow
     shot(alice, "pdf-at-citation")
 
 
-def test_entity_pages_list_and_open_an_entity_named_by_the_memo(server, browser):
-    alice = sign_in(browser, server, "alice")
+def test_entity_pages_list_and_open_an_entity_named_by_the_memo(server, browser, memo_tenant):
+    memo, other = memo_tenant
+    alice = sign_in(browser, server, memo.user, memo.password)
     alice.goto("/entities/")
     rows = alice.locator(".entity-row")
     assert rows.count() > 0
@@ -354,5 +250,5 @@ def test_entity_pages_list_and_open_an_entity_named_by_the_memo(server, browser)
     assert alice.locator("h1").inner_text().strip()
     assert alice.locator(".entity-mention").count() > 0
     assert alice.js_errors == []
-    charlie = sign_in(browser, server, "charlie")
+    charlie = sign_in(browser, server, other.user, other.password)
     assert charlie.goto(alice.url).status == 404

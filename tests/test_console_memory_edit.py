@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 
 from memory.models import Memory, MemoryHistory
+from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, shot, sign_in
 from tests.conftest import api_client
-from tests.test_console_browser import PROCESSING_TIMEOUT_MS, browser, console, server, shot, sign_in  # noqa: F401
 from tests.test_conversation_api import index_ids, ingest, search
 
 
@@ -102,11 +102,12 @@ def test_the_memory_list_links_every_memory_to_its_history_and_edit(world, fact)
 
 
 @pytest.mark.slow
-def test_in_the_browser_an_edit_shows_in_its_history_and_search_finds_the_new_text(
-        server, browser, tmp_path):  # noqa: F811
+def test_in_the_browser_an_edit_shows_in_its_history_and_search_finds_the_new_text(console, browser, tmp_path):
     note = tmp_path / "heron-plan.txt"
     note.write_text("Heron launch plan.\n\nThe Heron launch takes place in Porto on 9 May.\n", encoding="utf-8")
-    alice = sign_in(browser, server, "alice")
+    server = console.base
+    acme = console.tenant()
+    alice = sign_in(browser, server, acme.user, acme.password)
     alice.goto("/upload/")
     alice.set_input_files("#pick-files", [str(note)])
     alice.wait_for_selector('#upload-list .upload-item[data-state="ready"]', timeout=PROCESSING_TIMEOUT_MS)
@@ -125,7 +126,7 @@ def test_in_the_browser_an_edit_shows_in_its_history_and_search_finds_the_new_te
     alice.wait_for_url(server + f"/memories/{memory_id}/history/")
     newest = alice.locator(".history-row").first
     assert newest.get_attribute("data-event") == "UPDATE"
-    assert newest.locator(".history-actor").inner_text() == "user:alice"
+    assert newest.locator(".history-actor").inner_text() == f"user:{acme.user}"
     assert "Porto" in newest.locator(".history-before").inner_text()
     assert "Lisbon" in newest.locator(".history-after").inner_text()
     assert alice.locator(".history-row").last.get_attribute("data-event") == "ADD"

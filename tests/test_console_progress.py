@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from console import progress_estimates
 from console.progress_estimates import StageSpeed, fit_speed
-from ingest import pipeline
 from ingest.tasks import stage_outcome
 from memory.models import Document
 from tests.conftest import DOCS

@@ -1,8 +1,8 @@
 """The original at the cited place, and estimates from measured stage speeds, in a real browser.
 
-The same real processes as tests/test_console_browser.py (uvicorn, a Celery worker, Milvus Lite,
-Chromium; its fixtures, a server of this module's own). Screenshots as there: $TMPDIR/loci-screenshots/,
-or docs/screenshots/ with LOCI_SCREENSHOTS=docs.
+The session's installation and Chromium (tests/browser_fixtures.py: uvicorn, a Celery worker, Milvus
+Lite), in a tenant of this test's own. Screenshots as in tests/test_console_browser.py:
+$TMPDIR/loci-screenshots/, or docs/screenshots/ with LOCI_SCREENSHOTS=docs.
 """
 
 import re
@@ -10,11 +10,12 @@ import re
 import openpyxl
 import pytest
 
+from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, shot, sign_in
 from tests.conftest import DOCS, SHARED_DATA
 from tests.test_console_accessibility import AXE_SOURCE, Audit
-from tests.test_console_browser import PROCESSING_TIMEOUT_MS, browser, console, server, shot, sign_in  # noqa: F401
 
-pytestmark = pytest.mark.slow
+# The first browser test of a run also starts the session's installation and Chromium.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 VTT = SHARED_DATA / "docs" / "vtt" / "videojs-elephantsdream" / "captions.en.vtt"
 CITED_ROW = 250
@@ -37,7 +38,7 @@ def _all_finished(page, count: int) -> None:
     }}""", timeout=PROCESSING_TIMEOUT_MS)
 
 
-def test_an_xlsx_citation_opens_at_its_row_and_estimates_come_from_measurements(server, browser, tmp_path):
+def test_an_xlsx_citation_opens_at_its_row_and_estimates_come_from_measurements(console, browser, tmp_path):
     workbook = openpyxl.Workbook()
     sheet = workbook.active
     sheet.title = "Tariffs"
@@ -48,7 +49,8 @@ def test_an_xlsx_citation_opens_at_its_row_and_estimates_come_from_measurements(
     tariffs = tmp_path / "tariffs.xlsx"
     workbook.save(tariffs)
 
-    alice = sign_in(browser, server, "alice")
+    acme = console.tenant()
+    alice = sign_in(browser, console.base, acme.user, acme.password)
     csp_violations = []
     alice.on("console", lambda m: csp_violations.append(m.text) if "Content Security Policy" in m.text else None)
     alice.goto("/upload/")

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # The project's own packages, as the install finds them (so a new app cannot be forgotten here).
 INSTALLED = tuple(p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"])
-LOCAL = {*INSTALLED, "tests", "manage"}
-APP_PACKAGES = tuple(p for p in INSTALLED if p != "bench")
+LOCAL = {*INSTALLED, "tests", "bench", "manage"}  # bench/ runs from a checkout; it is not installed
+APP_PACKAGES = INSTALLED
 
 
 def _imports(folders) -> dict[str, str]:
@@ -86,3 +86,8 @@ def test_unstructured_is_not_installed_by_default():
     # No code path imports it (≈ 46 packages, 475 MB); the long-tail parsers read those formats themselves.
     assert "unstructured" not in _closure(PROJECT["dependencies"])
     assert "unstructured" not in _imports(APP_PACKAGES + ("tests", "bench"))
+
+
+def test_benchmarks_and_tests_are_not_installed_with_the_package():
+    """bench/ and tests/ run from a checkout: an install of the package brings the apps only."""
+    assert not {"bench", "tests"} & set(INSTALLED)

@@ -1,6 +1,5 @@
 """Real files through the real pipeline (parse → chunk → extract → embed/index) and back out through search."""
 
-import io
 import shutil
 import zipfile
 

@@ -8,19 +8,18 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
-from bench.cmrc import file_name, load
 from ingest.actions import ingest_document
 from ingest.tasks import run_inline
 from memory.actions import delete_document
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from tenants.access import permitted_scope
-from tests.conftest import DOCS, SHARED_DATA
+from tests import shared_data
+from tests.conftest import DOCS
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings", "warm_embedding_cache")
 
 WAR_AND_PEACE = DOCS / "book-war-and-peace-1p.txt"
-CMRC = SHARED_DATA / "zh" / "cmrc2018" / "cmrc2018_trial.squad.json"
 RECEPTION = "Who was the first to arrive at Anna Pavlovna's reception?"
 
 
@@ -57,9 +56,9 @@ def document_of(item):
 
 def cmrc_passages(tmp_path, titles):
     paths = []
-    for p in load(CMRC, 12):
+    for p in shared_data.cmrc_passages(12):
         if p["title"] in titles:
-            path = tmp_path / file_name(p, "title")
+            path = tmp_path / shared_data.title_file_name(p)
             path.write_text(p["context"], encoding="utf-8")
             paths.append(path)
     return paths

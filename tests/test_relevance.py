@@ -35,8 +35,8 @@ def test_the_letter_counts_agree_with_a_count_of_every_letter_on_the_shared_corp
     """cjk_share counts runs (and skips ASCII) for speed; it must agree exactly with counting each letter."""
     import re
 
-    from bench.latency import corpus_sentences
     from retrieval.relevance import PROBE_CHARS, _CJK, _LETTER, cjk_share
+    from tests.shared_data import corpus_sentences
 
     def reference(text: str) -> float:
         probe = text[:PROBE_CHARS]

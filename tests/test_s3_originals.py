@@ -7,7 +7,6 @@ naming the storage, still retryable.
 """
 
 import json
-import os
 import subprocess
 import sys
 import time

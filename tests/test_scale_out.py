@@ -19,11 +19,11 @@ import pytest
 
 from tests.conftest import DOCS
 from tests.worker_process import (
-    REPO, Worker, app_env, manage, pg_rows, postgres_database, rabbitmq_vhost, rabbitmqctl_available, reachable,
+    REPO, Worker, app_env, db_rows, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
     redis_database, stop_milvus_lite, workers,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # several workers, each waited for
 
 FIRST = DOCS / "fake-text.txt"  # "Important points: - Hamburgers are delicious - Dogs are the best ..."
 # Queued together on the Redis path to time one worker process (docs/scaling.md has the numbers).
@@ -33,8 +33,7 @@ TASK = r"Task ingest\.tasks\.process_document_stage\[[0-9a-f-]+\]"
 
 
 def need(host: str, port: int, what: str) -> None:
-    if not reachable(host, port):
-        pytest.skip(f"{what} is not reachable on {host}:{port}")
+    need_service(what, host, port)
 
 
 @pytest.fixture
@@ -46,8 +45,7 @@ def broker_url(request):
             yield url
     else:
         need("127.0.0.1", 5672, "RabbitMQ")
-        if not rabbitmqctl_available():
-            pytest.skip("rabbitmqctl is needed to give the test a vhost of its own")
+        need_rabbitmqctl()
         with rabbitmq_vhost() as url:
             yield url
 
@@ -72,7 +70,7 @@ def wait_for_log(worker: Worker, pattern: str, count: int, timeout: float = 30) 
 def wait_until_finished(database_url: str, timeout: float) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        statuses = dict(pg_rows(database_url, "SELECT filename, status FROM ingest_document"))
+        statuses = dict(db_rows(database_url, "SELECT filename, status FROM ingest_document"))
         if all(s in ("ready", "failed") for s in statuses.values()) or time.monotonic() > deadline:
             return statuses
         time.sleep(0.25)
@@ -121,18 +119,18 @@ def test_a_worker_process_ingests_and_search_finds_it(tmp_path, database_url, br
                       " documents/minute, queued to ready, including the `ingest` process start-up)")
 
             # The rows are in PostgreSQL: chunks, episodes and facts, no fixed key twice.
-            (doc_id, chunk_count, episodes, facts), = pg_rows(
+            (doc_id, chunk_count, episodes, facts), = db_rows(
                 database_url,
                 "SELECT id, chunk_count, episode_count, fact_count FROM ingest_document WHERE filename = %s",
                 (FIRST.name,),
             )
-            levels = dict(pg_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s "
+            levels = dict(db_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s "
                                                 "GROUP BY level", (doc_id,)))
             assert levels["child"] == chunk_count == record["chunks"] >= 1 and levels["parent"] >= 1
-            kinds = dict(pg_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
+            kinds = dict(db_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
                                                "GROUP BY kind", (doc_id,)))
             assert (kinds["episode"], kinds["atomic_fact"]) == (episodes, facts) == (record["episodes"], record["facts"])
-            assert pg_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
                                          "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
 
             # Search, in yet another process, finds the fact with its source.

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from ingest import pipeline
 from ingest.actions import ingest_document
-from ingest.sweeper import sweep
+from ingest.sweeper import start_sweeper, stop_sweeper, sweep
 from ingest.tasks import process_document_stage, run_inline, stage_outcome
 from memory.models import ClaimLost, Document, DocumentGone
 from tenants.access import permitted_scope
@@ -102,6 +102,15 @@ def test_the_sweeper_sends_a_waiting_documents_message_again_when_it_may_be_lost
     assert sweep()["message lost"] == []  # not again before another period has passed
     recent.refresh_from_db()
     assert recent.status == "queued"
+
+
+def test_the_sweeper_thread_stops_when_told_and_may_start_again(db):
+    first = start_sweeper(interval=3600)
+    assert first.is_alive() and start_sweeper(interval=3600) is first  # one per process
+    assert stop_sweeper(timeout=10) and not first.is_alive()  # a worker's shutdown ends it, not the exit
+    second = start_sweeper(interval=3600)
+    assert second is not first and second.is_alive()
+    assert stop_sweeper(timeout=10) and not second.is_alive()
 
 
 @pytest.mark.usefixtures("lite_vector_settings")

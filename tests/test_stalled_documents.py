@@ -1,7 +1,7 @@
 """A document never stalls: real workers killed, frozen and cut off from Milvus mid-stage (issue 13 §3).
 
-- SIGKILL mid-index on the filesystem broker (which deletes a message file when a worker fetches
-  it) and on Redis (which re-delivers only after its visibility timeout, an hour by default): no
+- SIGKILL mid-index on the embedded stack (SQLite, and the filesystem broker, which deletes a
+  message file when a worker fetches it) and on Redis with PostgreSQL (which re-delivers only after its visibility timeout, an hour by default): no
   broker brings the stage back, the next worker's sweeper does once the lease has run out. A second
   document whose message was lost while it waited in `queued` is sent again as well.
 - A parse re-delivered while the first copy still runs (what Redis does after its visibility
@@ -11,7 +11,7 @@
 - The embedded Milvus Lite server stopped mid-index and started again: the stage retries and ends
   `ready`.
 
-Every scenario ends with the document compared, row for row, with a clean run of the same file,
+The other scenarios run on PostgreSQL. Every scenario ends with the document compared, row for row, with a clean run of the same file,
 and `reconcile` finding both indexes exactly as the database says.
 """
 
@@ -27,9 +27,12 @@ from tests.conftest import DOCS
 from tests.test_parsing_ocr import png_bytes, text_image
 from tests.test_worker_kill import INDEX_BAND_START, document, stored_rows, wait_for
 from tests.worker_process import (
-    REDIS_HOST, REDIS_PORT, Worker, app_env, manage, pg_rows, postgres_database, reachable, redis_database,
+    REDIS_HOST, REDIS_PORT, Worker, app_env, db_rows, manage, need_service, postgres_database, redis_database,
     stop_milvus_lite, workers,
 )
+
+# Each scenario waits for several stages of real workers, with bounds of its own (up to 240 s each).
+pytestmark = pytest.mark.timeout(900)
 
 LEASE_SECONDS = 3
 # Short, so each scenario's take-over happens within seconds; the defaults are 60 s and 30 s.
@@ -50,9 +53,13 @@ process_document_stage.delay(Document.objects.get(status="parsing").pk, "parse")
 
 
 @pytest.fixture
-def database_url():
-    if not reachable("127.0.0.1", 5432):
-        pytest.skip("PostgreSQL is not reachable on 127.0.0.1:5432")
+def database_url(request, tmp_path):
+    """The scenario's database: a fresh PostgreSQL database, or (param "sqlite") the embedded stack's
+    SQLite file in the scenario's var dir, where an installation without DATABASE_URL keeps it."""
+    if getattr(request, "param", "postgresql") == "sqlite":
+        yield f"sqlite:///{tmp_path / 'var' / 'loci.sqlite3'}"
+        return
+    need_service("PostgreSQL", "127.0.0.1", 5432)
     with postgres_database() as url:
         yield url
 
@@ -64,7 +71,8 @@ def scenario(tmp_path, database_url):
 
     def make(*kbs, **overrides):
         var = tmp_path / "var"
-        env = app_env(var, DATABASE_URL=database_url, **TIMINGS, **overrides)
+        database = {} if database_url.startswith("sqlite:") else {"DATABASE_URL": database_url}
+        env = app_env(var, **database, **TIMINGS, **overrides)
         made.append(var)
         manage(env, "migrate", "--no-input", "-v", "0")
         for kb in kbs:
@@ -95,7 +103,7 @@ def assert_same_as_clean_run(env, database_url, doc, clean_kb, path):
     for key in ("chunks", "episodes", "facts"):
         assert doc[key] == clean[key], (key, doc, clean)
     assert stored_rows(database_url, doc["id"]) == stored_rows(database_url, clean["id"])
-    assert pg_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+    assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
                                  "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
     assert facts_without_sources(database_url, doc["id"]) == 0
 
@@ -108,13 +116,13 @@ def assert_indexes_match_database(env):
 
 
 def facts_without_sources(database_url, document_id) -> int:
-    return pg_rows(database_url, "SELECT count(*) FROM ingest_memory m WHERE m.document_id = %s AND "
+    return db_rows(database_url, "SELECT count(*) FROM ingest_memory m WHERE m.document_id = %s AND "
                                  "m.kind = 'atomic_fact' AND NOT EXISTS (SELECT 1 FROM ingest_memory_source_chunks s "
                                  "WHERE s.memory_id = m.id)", (document_id,))[0][0]
 
 
 def chunk_ids(database_url, document_id) -> list[int]:
-    return [r[0] for r in pg_rows(database_url, "SELECT id FROM ingest_chunk WHERE document_id = %s ORDER BY id",
+    return [r[0] for r in db_rows(database_url, "SELECT id FROM ingest_chunk WHERE document_id = %s ORDER BY id",
                                   (document_id,))]
 
 
@@ -134,10 +142,13 @@ def lose_waiting_messages(broker: str, var: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("broker", ["filesystem", "redis"])
+# The embedded stack (filesystem broker, SQLite), which every installation starts as, and the
+# scaled-out one (Redis, PostgreSQL).
+@pytest.mark.parametrize("broker, database_url", [("filesystem", "sqlite"), ("redis", "postgresql")],
+                         indirect=["database_url"])
 def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tmp_path, scenario, database_url, broker):
-    if broker == "redis" and not reachable(REDIS_HOST, REDIS_PORT):
-        pytest.skip("Redis is not reachable")
+    if broker == "redis":
+        need_service("Redis", REDIS_HOST, REDIS_PORT)
     with (redis_database() if broker == "redis" else _nothing()) as redis_url, workers() as started:
         broker_env = {"CELERY_BROKER_URL": redis_url} if redis_url else {}  # default: filesystem://
         # A cold embedding cache of its own: with vectors other tests left in the run's cache the index

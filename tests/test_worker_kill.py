@@ -24,7 +24,7 @@ from ingest.tasks import LEASE_MARGIN_SECONDS, process_document_stage
 from memory.models import Document
 from tests.conftest import DOCS
 from tests.worker_process import (
-    Worker, app_env, manage, pg_rows, postgres_database, rabbitmq_vhost, rabbitmqctl_available, reachable,
+    Worker, app_env, db_rows, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
     stop_milvus_lite, workers,
 )
 
@@ -36,21 +36,20 @@ LEASE_SECONDS = 10
 # the index stage writes part of the projection and then embeds the rest for a second or more.
 DOCUMENT = DOCS / "LICENSE.md"
 INDEX_BAND_START = 75  # ingest.pipeline.INDEX_BAND[0]: progress above it means a batch was written
+pytestmark = pytest.mark.timeout(900)  # real workers killed and waited for, with bounds of their own
 
 
 @pytest.fixture
 def services():
     for host, port, what in (("127.0.0.1", 5432, "PostgreSQL"), ("127.0.0.1", 5672, "RabbitMQ")):
-        if not reachable(host, port):
-            pytest.skip(f"{what} is not reachable on {host}:{port}")
-    if not rabbitmqctl_available():
-        pytest.skip("rabbitmqctl is needed to give the test a vhost of its own")
+        need_service(what, host, port)
+    need_rabbitmqctl()
     with postgres_database() as database_url, rabbitmq_vhost() as broker_url:
         yield database_url, broker_url
 
 
 def document(database_url: str, kb_slug: str) -> dict:
-    rows = pg_rows(database_url, "SELECT d.id, d.status, d.stage, d.progress, d.chunk_count, d.episode_count, "
+    rows = db_rows(database_url, "SELECT d.id, d.status, d.stage, d.progress, d.chunk_count, d.episode_count, "
                                  "d.fact_count, d.error FROM ingest_document d JOIN tenants_knowledgebase k "
                                  "ON k.id = d.kb_id WHERE k.slug = %s", (kb_slug,))
     if not rows:
@@ -70,9 +69,9 @@ def wait_for(database_url, kb_slug, predicate, timeout, what):
 
 
 def stored_rows(database_url: str, document_id: int) -> dict:
-    chunks = dict(pg_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s GROUP BY level",
+    chunks = dict(db_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s GROUP BY level",
                           (document_id,)))
-    memories = dict(pg_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
+    memories = dict(db_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
                                           "GROUP BY kind", (document_id,)))
     return {"chunks": chunks, "memories": memories}
 
@@ -125,7 +124,7 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
             for key in ("chunks", "episodes", "facts"):
                 assert killed[key] == clean[key], (key, killed, clean)
             assert stored_rows(database_url, killed["id"]) == stored_rows(database_url, clean["id"])
-            assert pg_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
                                          "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
 
             # Both projections hold exactly what the database says: nothing missing, nothing stale

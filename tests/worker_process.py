@@ -6,6 +6,8 @@
 - `postgres_database()`, `redis_database()`, `rabbitmq_vhost()`: a fresh database / Redis db / vhost
   per test, removed afterwards, so tests never see each other's rows or tasks.
 - `app_env()`: the environment every process of one scenario shares.
+- `need_service()`: a test needing PostgreSQL, Redis or RabbitMQ skips without it, or fails under
+  LOCI_REQUIRE_SERVICES=1 (what `.ci/run` sets: CI has all three, so a skip there would hide a test).
 
 Everything here stops only what it started, by process group or pid.
 """
@@ -22,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 from tests.index_fixtures import free_port  # noqa: F401  (tests import it from here too)
@@ -35,6 +38,27 @@ RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
 # Inherited settings that would point a scenario somewhere else (a developer's own shell may set them).
 _SCRUBBED_PREFIXES = ("DATABASE_URL", "DB_", "CELERY_", "MILVUS_", "OPENSEARCH_", "OPENAI_", "EMBEDDING_",
                       "RERANK_", "LOCI_", "LLM_", "LOG_", "DJANGO_SETTINGS_MODULE")
+
+
+# Set by .ci/run: a missing service fails the tests that need it instead of skipping them.
+REQUIRE_SERVICES = os.environ.get("LOCI_REQUIRE_SERVICES", "").strip().lower() in {"1", "true", "yes"}
+
+
+def missing_service(reason: str) -> None:
+    """Skip the test for want of a local service, or fail it when the services are required."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason}, and LOCI_REQUIRE_SERVICES=1 requires it", pytrace=False)
+    pytest.skip(reason)
+
+
+def need_service(what: str, host: str, port: int) -> None:
+    if not reachable(host, port):
+        missing_service(f"{what} is not reachable on {host}:{port}")
+
+
+def need_rabbitmqctl() -> None:
+    if not rabbitmqctl_available():
+        missing_service("rabbitmqctl is needed to give the test a vhost of its own")
 
 
 def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -181,11 +205,20 @@ def postgres_database():
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def pg_rows(url: str, sql: str, params=()) -> list[tuple]:
+def db_rows(url: str, sql: str, params=()) -> list[tuple]:
+    """Rows of a query (`%s` placeholders) on a scenario's database: PostgreSQL, or the embedded
+    SQLite file (`sqlite:///path`, read-only: the scenario's processes are its writers)."""
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        path = url.removeprefix("sqlite:///")
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as conn:
+            return conn.execute(sql.replace("%s", "?"), params).fetchall()
     import psycopg
 
     with psycopg.connect(url) as conn:
         return conn.execute(sql, params).fetchall()
+
 
 
 @contextlib.contextmanager

@@ -40,8 +40,13 @@ _TAKES_TYPE = {"text", "tabular", "fallback", "email"}
 _TAKES_DEPTH = {"email"}
 
 
-def parse_file(path: Path, filename: str, *, max_bytes: int | None = None, depth: int = 0) -> ParsedDocument:
-    """Parse a stored upload into sections; ParseError carries the reason to show the user."""
+def parse_file(path: Path, filename: str, *, max_bytes: int | None = None, depth: int = 0,
+               detected: str | None = None) -> ParsedDocument:
+    """Parse a stored upload into sections; ParseError carries the reason to show the user.
+
+    `detected`: the file's type when the caller detected it already (`detect_type`), so a document
+    is not read for its type twice.
+    """
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -51,7 +56,7 @@ def parse_file(path: Path, filename: str, *, max_bytes: int | None = None, depth
         raise ParseError("The file is empty.")
     if max_bytes is not None and size > max_bytes:
         raise ParseError(f"The file is too large ({_megabytes(size)}; the limit is {_megabytes(max_bytes)}).")
-    detected = detect_type(path, filename)
+    detected = detected or detect_type(path, filename)
     entry = PARSERS.get(detected)
     if entry is None:
         raise ParseError(f"Unsupported file type: {detected}.")
