@@ -353,6 +353,9 @@ RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")
 RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
+# A reranker run in the process from a registry package's files (retrieval/rerankers.py LOCAL_RERANKERS):
+# "ms-marco-en" is the English cross-encoder (bench/RESULTS.md, "Late interaction and a local cross-encoder").
+RERANK_LOCAL = env_str("RERANK_LOCAL")
 RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
 RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
