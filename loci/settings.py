@@ -427,6 +427,14 @@ MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=
 # Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
 # across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
 SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
+# The late-interaction stage (retrieval/search/late_interaction.py): English hybrid candidates rescored
+# by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
+# the stage and the projection's writes. The map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·MaxSim
+# + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
+SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
+SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 1.0), env_float("SEARCH_LATE_INTERACTION_B", 0.0),
+                               env_float("SEARCH_LATE_INTERACTION_C", 0.0))
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
