@@ -94,6 +94,53 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
         close_stack(var, False)
 
 
+def ingest_cost(path: Path, indices: list[int], embedding_cache: str | None) -> dict:
+    """Ingestion CPU with the late-interaction projection on, and the part of it its writes take.
+
+    One ingestion (warm embedding cache: the collect run's), CPU seconds of the process (all its
+    threads: the stack runs tasks in-process) in total and inside token_vectors.write; the
+    ingestion without the stage is the difference."""
+    import os
+
+    os.environ["SEARCH_LATE_INTERACTION"] = "1"
+    from bench.harness import api_client, close_stack, conversation_stack
+    from bench.locomo import ingest, load
+
+    var = conversation_stack(embedding_cache)
+    try:
+        from retrieval import token_vectors
+
+        spent = {"write": 0.0, "rows": 0}
+        original = token_vectors.write
+
+        def timed(rows):
+            rows = list(rows)
+            started = time.process_time()
+            try:
+                return original(rows)
+            finally:
+                spent["write"] += time.process_time() - started
+                spent["rows"] += len(rows)
+
+        token_vectors.write = timed
+        from retrieval import projection
+
+        projection.token_vectors.write = timed
+        client = api_client()
+        stats = defaultdict(float)
+        started = time.process_time()
+        for conv in load(path, indices):
+            ingest(client, conv, stats)
+        total = time.process_time() - started
+        per = 1000 / stats["messages"]
+        return {"messages": int(stats["messages"]), "cpu_seconds_per_1000_messages_with": round(total * per, 1),
+                "of_which_token_vectors": round(spent["write"] * per, 1),
+                "without": round((total - spent["write"]) * per, 1),
+                "increase": round(spent["write"] / (total - spent["write"]), 3), "rows_written": spent["rows"]}
+    finally:
+        close_stack(var, False)
+
+
 # --- replay
 
 def message_ids(items: list[dict], key) -> list[str]:
@@ -120,6 +167,9 @@ def ranked_by(row: dict, variant: str, w: float) -> list[str]:
         return message_ids(items, lambda i: base[i])
     if variant == "li_channel":  # hybrid's message list fused with the flat ColBERT list by weighted RRF
         return rrf_lists([message_ids(items, lambda i: base[i]), row["flat_colbert"]], [1.0, w])
+    if variant.endswith("_logit"):  # logit(score) + w · MaxSim: the order of the calibrated map
+        feature = variant[: -len("_logit")]
+        return message_ids(items, lambda i: _logit(base[i]) + w * items[i][feature])
     if variant.startswith("li_"):  # score + w · MaxSim, over all candidates
         return message_ids(items, lambda i: base[i] + w * items[i][variant])
     if variant.startswith("ce_"):  # the first CE_TOP reordered by score + w · σ(logit); the rest after
@@ -132,10 +182,40 @@ def ranked_by(row: dict, variant: str, w: float) -> list[str]:
 WEIGHTS = {
     "li_text": [0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0],
     "li_turn": [0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0],
+    "li_text_logit": [1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0],
+    "li_turn_logit": [1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0],
     "ce_text": [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0],
     "ce_turn": [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0],
     "li_channel": [0.1, 0.25, 0.5, 0.75, 1.0, 1.5],
 }
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return float(np.log(p / (1 - p)))
+
+
+def fit_map(rows, feature: str = "li_text") -> tuple[float, float, float]:
+    """(a, b, c) of P(item cites evidence) = σ(a·logit(relevance) + b·feature + c), by Newton's method
+    (IRLS) on every candidate item of `rows`: the calibrated map SEARCH_LATE_INTERACTION_MAP."""
+    x, y = [], []
+    for r in rows:
+        evidence = set(r["evidence"])
+        for it in r["items"]:
+            if feature in it:
+                x.append((_logit(it["score"]), it[feature], 1.0))
+                y.append(1.0 if evidence & set(it["ids"]) else 0.0)
+    X, Y = np.asarray(x), np.asarray(y)
+    w = np.zeros(3)
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-X @ w))
+        grad = X.T @ (Y - p) - 1e-3 * w
+        hess = (X * (p * (1 - p))[:, None]).T @ X + 1e-3 * np.eye(3)
+        step = np.linalg.solve(hess, grad)
+        w += step
+        if np.abs(step).max() < 1e-8:
+            break
+    return float(w[0]), float(w[1]), float(w[2])
 
 
 def mean_recall(rows, variant, w, k=10) -> float:
@@ -167,6 +247,12 @@ def replay(path: Path) -> dict:
         entry["all weights, all questions R@10"] = {str(w): round(mean_recall(rows, variant, w), 4)
                                                     for w in WEIGHTS.get(variant, [0.0])}
         report["variants"][variant] = entry
+    report["map"] = {}
+    for feature in ("li_text", "li_turn"):
+        maps = {"all": fit_map(rows, feature)}
+        for n, (dev, _) in enumerate(folds):
+            maps[f"fold {n} dev {dev}"] = fit_map([r for r in rows if r["conv"] in dev], feature)
+        report["map"][feature] = {k: [round(v, 4) for v in m] for k, m in maps.items()}
     report["flat-colbert R@10"] = round(float(np.mean([recall(r["flat_colbert"], r["evidence"]) for r in rows])), 4)
     return report
 
@@ -180,9 +266,12 @@ def main(argv=None) -> int:
     parser.add_argument("--collect", help="ingest, search and score; write the rows to this JSON file")
     parser.add_argument("--replay", help="reorder the rows of this file, weights chosen on dev, held-out figures")
     parser.add_argument("--embedding-cache")
+    parser.add_argument("--ingest-cost", action="store_true", help="ingestion CPU with and without the projection")
     args = parser.parse_args(argv)
     if args.collect:
         collect(Path(args.path), [int(i) for i in args.convs.split(",")], Path(args.collect), args.embedding_cache)
+    if args.ingest_cost:
+        print(json.dumps(ingest_cost(Path(args.path), [int(i) for i in args.convs.split(",")], args.embedding_cache)))
     if args.replay:
         print(json.dumps(replay(Path(args.replay)), indent=1))
     return 0
