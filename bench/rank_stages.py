@@ -25,25 +25,45 @@ from pathlib import Path
 import numpy as np
 
 CANDIDATES = 30  # items hybrid is asked for: the rescoring stage reorders these
-CE_TOP = 20  # items the cross-encoder scores
+CE_TOP = 10  # items the cross-encoder scores
 TURN_LIST = 50  # the flat ColBERT channel's list per question
 
 
 def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | None) -> None:
+    """Ingest with the late-interaction projection on (its CPU share measured: token_vectors.write),
+    search with the stage off (hybrid's own order and relevance), score the candidates offline.
+    The rows are written after every conversation, so a run stopped early keeps what it measured."""
+    import os
+
+    os.environ["SEARCH_LATE_INTERACTION"] = "1"  # the projection is written at ingestion
     from bench.harness import api_client, call, close_stack, conversation_stack
     from bench.locomo import ingest, load
 
     var = conversation_stack(embedding_cache)
     try:
-        from retrieval import colbert, cross_encoder
+        from django.test import override_settings
+
+        from retrieval import colbert, cross_encoder, projection
 
         li, ce = colbert.model(), cross_encoder.model()
+        cpu = defaultdict(float)
+        original = projection.token_vectors.write
+
+        def timed_write(rows):
+            started = time.process_time()
+            try:
+                return original(rows)
+            finally:
+                cpu["ingest_token_vectors"] += time.process_time() - started
+
+        projection.token_vectors.write = timed_write
         client = api_client()
         stats = defaultdict(float)
-        cpu = defaultdict(float)
         rows = []
         for conv in load(path, indices):
+            started = time.process_time()
             ingest(client, conv, stats)
+            cpu["ingest_total"] += time.process_time() - started
             turns = {t["dia_id"]: f"{t['speaker']}: {t['text']}" for s in conv["sessions"] for t in s["turns"]}
             ids = list(turns)
             started = time.process_time()
@@ -52,9 +72,12 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
             cpu["turns"] += len(ids)
             text_vectors: dict[str, np.ndarray] = {}
             for q in conv["questions"]:
-                response = call(client, "post", "/api/v1/memories/search",
-                                {"query": q["question"], "method": "hybrid", "top_k": CANDIDATES,
-                                 "filters": {"user_id": conv["user_id"]}})
+                started = time.process_time()
+                with override_settings(SEARCH_LATE_INTERACTION=False):
+                    response = call(client, "post", "/api/v1/memories/search",
+                                    {"query": q["question"], "method": "hybrid", "top_k": CANDIDATES,
+                                     "filters": {"user_id": conv["user_id"]}})
+                cpu["search"] += time.process_time() - started
                 items = []
                 for kind in ("facts", "episodes"):
                     for it in response.get(kind, []):
@@ -87,56 +110,10 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
                 rows.append({"conv": conv["index"], "category": q["category"], "question": q["question"],
                              "evidence": q["evidence"], "items": items, "flat_colbert": [i for _, i in flat],
                              "flat_colbert_scores": [round(s, 4) for s, _ in flat]})
+            cpu["messages"] = stats["messages"]
             print(f"conv {conv['index']}: {len(conv['questions'])} questions; cpu so far "
-                  f"{ {k: round(v, 1) for k, v in cpu.items()} }", file=sys.stderr)
-        out.write_text(json.dumps({"cpu": cpu, "stats": stats, "rows": rows}))
-    finally:
-        close_stack(var, False)
-
-
-def ingest_cost(path: Path, indices: list[int], embedding_cache: str | None) -> dict:
-    """Ingestion CPU with the late-interaction projection on, and the part of it its writes take.
-
-    One ingestion (warm embedding cache: the collect run's), CPU seconds of the process (all its
-    threads: the stack runs tasks in-process) in total and inside token_vectors.write; the
-    ingestion without the stage is the difference."""
-    import os
-
-    os.environ["SEARCH_LATE_INTERACTION"] = "1"
-    from bench.harness import api_client, close_stack, conversation_stack
-    from bench.locomo import ingest, load
-
-    var = conversation_stack(embedding_cache)
-    try:
-        from retrieval import token_vectors
-
-        spent = {"write": 0.0, "rows": 0}
-        original = token_vectors.write
-
-        def timed(rows):
-            rows = list(rows)
-            started = time.process_time()
-            try:
-                return original(rows)
-            finally:
-                spent["write"] += time.process_time() - started
-                spent["rows"] += len(rows)
-
-        token_vectors.write = timed
-        from retrieval import projection
-
-        projection.token_vectors.write = timed
-        client = api_client()
-        stats = defaultdict(float)
-        started = time.process_time()
-        for conv in load(path, indices):
-            ingest(client, conv, stats)
-        total = time.process_time() - started
-        per = 1000 / stats["messages"]
-        return {"messages": int(stats["messages"]), "cpu_seconds_per_1000_messages_with": round(total * per, 1),
-                "of_which_token_vectors": round(spent["write"] * per, 1),
-                "without": round((total - spent["write"]) * per, 1),
-                "increase": round(spent["write"] / (total - spent["write"]), 3), "rows_written": spent["rows"]}
+                  f"{ {k: round(v, 1) for k, v in cpu.items()} }", file=sys.stderr, flush=True)
+            out.write_text(json.dumps({"cpu": cpu, "stats": stats, "rows": rows}))
     finally:
         close_stack(var, False)
 

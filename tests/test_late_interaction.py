@@ -114,3 +114,15 @@ def test_with_the_stage_off_nothing_is_written_or_scored(world, settings):
     assert TokenVectors.objects.count() == 0
     response = hybrid(world, "art show sunrise painting")
     assert all("late_interaction" not in it["scores"] for it in response["episodes"] + response["facts"])
+
+
+def test_a_precise_search_reranks_with_the_local_cross_encoder(world, memories, settings):
+    settings.RERANK_LOCAL = "ms-marco-en"
+    scope = permitted_scope(world.alice, write=True)
+
+    response = search(scope, parse_search_request({"query": "Who ran a marathon in Boston?", "method": "hybrid",
+                                                   "top_k": 5, "rerank": True}))
+
+    facts = response["facts"]
+    assert facts[0]["atomic_fact"] == ENGLISH[1]
+    assert all(0.0 <= f["scores"]["rerank"] <= 1.0 and f["score"] == f["scores"]["rerank"] for f in facts)
