@@ -29,19 +29,27 @@ CE_TOP = 10  # items the cross-encoder scores
 TURN_LIST = 50  # the flat ColBERT channel's list per question
 
 
-def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | None) -> None:
+def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | None, reuse: str | None = None,
+            cpu_budget: float = 0.0) -> None:
     """Ingest with the late-interaction projection on (its CPU share measured: token_vectors.write),
     search with the stage off (hybrid's own order and relevance), score the candidates offline.
     The rows are written after every conversation, so a run stopped early keeps what it measured."""
     import os
 
     os.environ["SEARCH_LATE_INTERACTION"] = "1"  # the projection is written at ingestion
-    from bench.harness import api_client, call, close_stack, conversation_stack
+    from bench.harness import api_client, call, close_stack, conversation_stack, setup_django
     from bench.locomo import ingest, load
 
-    var = conversation_stack(embedding_cache)
+    if reuse:  # a var dir whose conversations are already ingested: only search and score
+        os.environ.setdefault("LLM_DISABLED", "1")
+        os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
+        var = setup_django(reuse)
+    else:
+        var = conversation_stack(embedding_cache)
     try:
         from django.test import override_settings
+
+        from memory.models import Memory
 
         from retrieval import colbert, cross_encoder, projection
 
@@ -62,7 +70,8 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
         rows = []
         for conv in load(path, indices):
             started = time.process_time()
-            ingest(client, conv, stats)
+            if not (reuse and Memory.objects.filter(user_id=conv["user_id"]).exists()):
+                ingest(client, conv, stats)
             cpu["ingest_total"] += time.process_time() - started
             turns = {t["dia_id"]: f"{t['speaker']}: {t['text']}" for s in conv["sessions"] for t in s["turns"]}
             ids = list(turns)
@@ -72,6 +81,8 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
             cpu["turns"] += len(ids)
             text_vectors: dict[str, np.ndarray] = {}
             for q in conv["questions"]:
+                if cpu_budget and time.process_time() > cpu_budget:
+                    break
                 started = time.process_time()
                 with override_settings(SEARCH_LATE_INTERACTION=False):
                     response = call(client, "post", "/api/v1/memories/search",
@@ -243,10 +254,17 @@ def main(argv=None) -> int:
     parser.add_argument("--collect", help="ingest, search and score; write the rows to this JSON file")
     parser.add_argument("--replay", help="reorder the rows of this file, weights chosen on dev, held-out figures")
     parser.add_argument("--embedding-cache")
+    parser.add_argument("--reuse", help="a var dir whose conversations are ingested: only search and score")
+    parser.add_argument("--cpu-budget", type=float, default=0.0, help="stop scoring after this many CPU seconds")
+    parser.add_argument("--no-ce", action="store_true", help="skip the cross-encoder")
     parser.add_argument("--ingest-cost", action="store_true", help="ingestion CPU with and without the projection")
     args = parser.parse_args(argv)
     if args.collect:
-        collect(Path(args.path), [int(i) for i in args.convs.split(",")], Path(args.collect), args.embedding_cache)
+        global CE_TOP
+        if args.no_ce:
+            CE_TOP = 0
+        collect(Path(args.path), [int(i) for i in args.convs.split(",")], Path(args.collect), args.embedding_cache,
+                args.reuse, args.cpu_budget)
     if args.ingest_cost:
         print(json.dumps(ingest_cost(Path(args.path), [int(i) for i in args.convs.split(",")], args.embedding_cache)))
     if args.replay:

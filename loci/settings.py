@@ -433,8 +433,12 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
 SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 1.0), env_float("SEARCH_LATE_INTERACTION_B", 0.0),
-                               env_float("SEARCH_LATE_INTERACTION_C", 0.0))
+# Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
+# it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
+# and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
+                               env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
+                               env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

@@ -36,7 +36,9 @@ def enabled() -> bool:
 def model():
     from retrieval import colbert
 
-    return colbert.model(threads=settings.EMBEDDING_THREADS)
+    # One thread: a second one doubled the CPU per text (31.6 against 15.4 CPU-ms on LoCoMo turns,
+    # bench/RESULTS.md) for little wall time, and ingestion CPU is what the projection must keep low.
+    return colbert.model(threads=1)
 
 
 def wanted(row: IndexRow) -> bool:
