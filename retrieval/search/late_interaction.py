@@ -19,6 +19,7 @@ import math
 
 from django.conf import settings
 
+from retrieval import token_vectors
 from retrieval.relevance import logit, platt, script
 from retrieval.search.ranking import LISTS
 
@@ -45,7 +46,7 @@ def relevance(hybrid: float, maxsim: float) -> float:
 
 def rescore(query: str, response: dict, limit: int) -> None:
     """Rescore the English items of `response` in place, re-sort each list and cut it to `limit`."""
-    from retrieval import colbert, token_vectors
+    from retrieval import colbert
 
     english = [(key, item) for key in LISTS for item in response.get(key, []) if script(text_of(item)) == "latin"]
     if english:
