@@ -62,7 +62,10 @@ def questions() -> list[str]:
     return qs
 
 
-def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -> None:
+LATE = "hybrid+late-interaction"  # hybrid with the late-interaction stage on (its vectors stored as ingestion does)
+
+
+def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng, token_vectors: bool = False) -> None:
     from memory.models import Memory
     from retrieval.backends import keyword_index, vector_index
     from retrieval.projection import row_for_memory
@@ -89,6 +92,8 @@ def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -
             row.vector = (noisy / np.linalg.norm(noisy)).tolist()
             batch_rows.append(row)
         made += 1 + FACTS_PER_EPISODE
+        if token_vectors:
+            store_token_vectors((episode, *facts))
         if len(batch_rows) >= 2000:
             vector_index().upsert(batch_rows, exclusive=exclusive)
             keyword_index().upsert(batch_rows, exclusive=exclusive)
@@ -96,6 +101,23 @@ def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng) -
     if batch_rows:
         vector_index().upsert(batch_rows, exclusive=exclusive)
         keyword_index().upsert(batch_rows, exclusive=exclusive)
+
+
+_matrices: dict[str, bytes] = {}
+
+
+def store_token_vectors(memories) -> None:
+    """The late-interaction rows ingestion writes (retrieval/token_vectors.py), one encoding per distinct text."""
+    from retrieval import colbert, token_vectors
+    from retrieval.models import TokenVectors
+
+    model = token_vectors.model()
+    new = [m.text for m in memories if m.text not in _matrices]
+    for text, matrix in zip(new, model.encode_documents(new) if new else []):
+        _matrices[text] = colbert.quantise(matrix).tobytes()
+    TokenVectors.objects.bulk_create([
+        TokenVectors(memory=m, model=model.name, text_sha=token_vectors.text_sha(m.text),
+                     tokens=len(_matrices[m.text]) // colbert.DIM, data=_matrices[m.text]) for m in memories])
 
 
 def forget_queries() -> None:
@@ -117,6 +139,8 @@ def answer(response: dict) -> dict:
 
 
 def measure(scope, queries: list[str], methods, answers: dict | None = None) -> dict:
+    from django.test import override_settings
+
     from retrieval.embeddings import embedder
     from retrieval.request import parse_search_request
     from retrieval.search import search
@@ -126,9 +150,10 @@ def measure(scope, queries: list[str], methods, answers: dict | None = None) -> 
     for q in queries:
         for method in methods:
             forget_queries()
-            t0 = time.perf_counter()
-            found = search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
-            times[method].append((time.perf_counter() - t0) * 1000)
+            with override_settings(SEARCH_LATE_INTERACTION=method == LATE):
+                t0 = time.perf_counter()
+                found = search(scope, parse_search_request({"query": q, "method": method.split("+")[0], "top_k": 10}))
+                times[method].append((time.perf_counter() - t0) * 1000)
             if answers is not None:
                 answers[f"{method}|{q}"] = answer(found)
         forget_queries()
@@ -138,6 +163,8 @@ def measure(scope, queries: list[str], methods, answers: dict | None = None) -> 
     out = {name: {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)} for name, t in times.items()}
     if "hybrid" in out and "vector" in out:
         out["hybrid / vector"] = {q: round(out["hybrid"][q] / out["vector"][q], 2) for q in ("p50", "p95")}
+    if "hybrid" in out and LATE in out:
+        out["late-interaction / hybrid"] = {q: round(out[LATE][q] / out["hybrid"][q], 2) for q in ("p50", "p95")}
     out["load average (1 min) before, after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return out
 
@@ -202,7 +229,7 @@ def _run(args):
         scope, kb = make_scope("latency", "latency")
         t0 = time.perf_counter()
         if not kept:
-            populate(size - total, picked, vectors, scope, kb, rng)
+            populate(size - total, picked, vectors, scope, kb, rng, token_vectors=LATE in args.methods.split(","))
         total = size
         load_seconds = time.perf_counter() - t0
         measure(scope, qs[:20], args.methods.split(","))  # warm-up: jieba, model, page cache

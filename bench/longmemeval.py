@@ -144,6 +144,24 @@ def hit_all(ranked: list[str], evidence: list[str], k: int) -> float:
     return float(set(evidence) <= set(ranked[:k]))
 
 
+def session_of(message_id: str) -> str:
+    return message_id.rsplit(":", 1)[0]
+
+
+def session_hit_any(ranked: list[str], evidence: list[str], k: int) -> float:
+    """Session level, as the published LongMemEval retrieval anchors: one of the first k distinct
+    sessions of the ranked messages holds an evidence turn."""
+    sessions = list(dict.fromkeys(session_of(m) for m in ranked))
+    return float(bool(set(sessions[:k]) & {session_of(m) for m in evidence}))
+
+
+def distinct_messages(row: dict, k: int) -> int:
+    """Distinct source messages among the first k items of the list (a flat list's items are messages)."""
+    if "items" not in row:
+        return len(row["ranked"][:k])
+    return len({m for item in row["items"][:k] for m in item[2]})
+
+
 def question_time(q: dict) -> str:
     return haystack_date(q["question_date"]).isoformat()
 
@@ -216,6 +234,9 @@ def _scores(results: list[dict]) -> dict:
     for k in KS:
         out[f"any@{k}"] = round(float(np.mean([hit_any(r["ranked"], r["evidence"], k) for r in results])), 3)
         out[f"all@{k}"] = round(float(np.mean([hit_all(r["ranked"], r["evidence"], k) for r in results])), 3)
+        out[f"session any@{k}"] = round(float(np.mean([session_hit_any(r["ranked"], r["evidence"], k)
+                                                       for r in results])), 3)
+        out[f"distinct messages in {k} items"] = round(float(np.mean([distinct_messages(r, k) for r in results])), 1)
     return out
 
 
@@ -244,12 +265,13 @@ def summarise(rows: dict[str, list[dict]], stats: dict, names: list[str], top_k:
 
 
 def table(report: dict) -> str:
-    cols = [f"{m}@{k}" for m in ("any", "all") for k in KS]
+    cols = [f"{m}@{k}" for m in ("any", "all", "session any") for k in KS]
     types = sorted({t for m in report["methods"].values() for t in m["by_type"]}, key=TYPES.index)
-    head = f"{'method':<12}" + "".join(f"{c:>8}" for c in cols) + "".join(f"{t[:14] + ' all@10':>22}" for t in types)
+    head = f"{'method':<12}" + "".join(f"{c:>15}" for c in cols) + "".join(f"{'distinct/' + str(k):>12}" for k in KS) + "".join(f"{t[:14] + ' all@10':>22}" for t in types)
     lines = [head, "-" * len(head)]
     for name, m in report["methods"].items():
-        cells = "".join(f"{m[c]:>8.3f}" for c in cols)
+        cells = "".join(f"{m[c]:>15.3f}" for c in cols)
+        cells += "".join(f"{m[f'distinct messages in {k} items']:>12.1f}" for k in KS)
         cells += "".join(f"{m['by_type'][t]['all@10']:>22.3f}" for t in types)
         lines.append(f"{name:<12}{cells}")
     mem = report["memories"]

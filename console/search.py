@@ -26,6 +26,8 @@ STAGES = [
     ("episode", "its parent episode's fused score"),
     ("alpha", "weight of the fact score in the final blend"),
     ("final", "α·fact + (1−α)·episode"),
+    ("hybrid_relevance", "hybrid's calibrated relevance, before late interaction"),
+    ("late_interaction", "ColBERT MaxSim of the query's and the item's tokens (English)"),
     ("rerank", "the reranker's score"),
 ]
 METHOD_HELP = {

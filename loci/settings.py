@@ -377,6 +377,9 @@ RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")
 RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
+# A reranker run in the process from a registry package's files (retrieval/rerankers.py LOCAL_RERANKERS):
+# "ms-marco-en" is the English cross-encoder (bench/RESULTS.md, "Late interaction and a local cross-encoder").
+RERANK_LOCAL = env_str("RERANK_LOCAL")
 RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
 RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
 # Webhooks (webhooks/): hosts (or host:port) a webhook may call although they resolve to a private or
@@ -464,6 +467,18 @@ MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=
 # Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
 # across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
 SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
+# The late-interaction stage (retrieval/search/late_interaction.py): English hybrid candidates rescored
+# by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
+# the stage and the projection's writes. The map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·MaxSim
+# + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
+SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
+SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
+# Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
+# it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
+# and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
+                               env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
+                               env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

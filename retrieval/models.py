@@ -20,3 +20,29 @@ class RemovedKnowledgeBase(models.Model):
 
     def __str__(self):
         return f"kb {self.kb_id} of tenant {self.tenant_id} ({self.slug})"
+
+
+class TokenVectors(models.Model):
+    """One memory's or chunk's late-interaction token vectors (retrieval/token_vectors.py): a projection.
+
+    int8 rows of `dim` components, `tokens` of them, made by `model` from the text whose sha256 starts
+    with `text_sha`. Written with the indexes' rows, rebuilt by `reindex`, checked by `reconcile`; the
+    foreign keys cascade, so deleting a memory, chunk, document, KB or tenant removes them with it.
+    """
+
+    memory = models.ForeignKey("memory.Memory", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    chunk = models.ForeignKey("memory.Chunk", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=96)
+    text_sha = models.CharField(max_length=16)
+    tokens = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "model"], condition=models.Q(memory__isnull=False),
+                                    name="token_vectors_one_per_memory_and_model"),
+            models.UniqueConstraint(fields=["chunk", "model"], condition=models.Q(chunk__isnull=False),
+                                    name="token_vectors_one_per_chunk_and_model"),
+            models.CheckConstraint(condition=models.Q(memory__isnull=True) ^ models.Q(chunk__isnull=True),
+                                   name="token_vectors_of_a_memory_or_a_chunk"),
+        ]

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from loci.backends import embedders
 from memory.models import Chunk, Document, Memory
-from retrieval import builds
+from retrieval import builds, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.builds import Build, BuildState
@@ -102,6 +102,8 @@ def write_rows(rows: list[IndexRow], *, exclusive: bool, progress: Callable[[flo
                 exclusive = check(written, exclusive)
         if exclusive is None:
             break
+        # Outside the guard, like the embedding: the store keeps only rows whose owner is still there.
+        token_vectors.write(batch)
         if progress:
             progress((start + len(batch)) / len(rows))
     return len(written)
@@ -268,6 +270,7 @@ def _remove_ids(tenant_id: int, rows: list[IndexRow]) -> None:
 def _delete_everywhere(flt: IndexFilter) -> None:
     for exclusive in (False, True):
         _delete_in(flt, exclusive)
+    token_vectors.delete(flt)  # one place for every build: its rows name their model
 
 
 def _delete_in(flt: IndexFilter, exclusive: bool) -> None:
@@ -479,8 +482,10 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
                    targets=None if build is None else [build])
     if repair:  # rows only the keyword index lacks need no embedding
         _write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant, number)
+    report["late_interaction"] = token_vectors.reconcile(expected, tenant.pk, repair=repair)
     fixed = missing["vector"] | missing["keyword"]
-    report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))))
+    report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))
+                                         or report["late_interaction"].get("repaired")))
     return report
 
 

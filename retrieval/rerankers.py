@@ -13,6 +13,7 @@ from typing import Protocol
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from loci.backends import DEFAULT_ALIAS, rerankers
 from retrieval.embeddings.base import batches
@@ -170,27 +171,53 @@ class FailoverReranker:
             raise RerankError(f"both rerankers failed; fallback {self.fallback.name}: {exc}") from exc
 
 
+# Rerankers that run in the process from a registry package's model files (RERANK_LOCAL names one):
+# name → the dotted path of a function of OPTIONS that builds it.
+LOCAL_RERANKERS = {
+    "ms-marco-en": "retrieval.cross_encoder.local_cross_encoder",  # English (bench/RESULTS.md)
+}
+
+
+def local_reranker(name: str) -> Reranker:
+    if name not in LOCAL_RERANKERS:
+        raise ImproperlyConfigured(f"RERANK_LOCAL must be one of {', '.join(sorted(LOCAL_RERANKERS))}, got {name!r}")
+    return import_string(LOCAL_RERANKERS[name])({})
+
+
 def build_reranker() -> Reranker | None:
-    """The reranker the settings describe: RERANK_BASE_URL/RERANK_MODEL, RERANK_FALLBACK=llm, both, or None."""
-    judge = None
-    if settings.RERANK_FALLBACK == "llm":
-        if settings.LLM_ENABLED:
-            judge = LlmJudgeReranker()
-        else:
-            logger.warning("RERANK_FALLBACK=llm but no LLM is configured; the LLM judge is off")
-    http = None
-    if settings.RERANK_BASE_URL or settings.RERANK_MODEL:
-        http = HttpReranker(
-            base_url=settings.RERANK_BASE_URL,
-            model=settings.RERANK_MODEL,
-            api_key=settings.RERANK_API_KEY,
-            timeout=float(getattr(settings, "RERANK_TIMEOUT", 30.0)),
-            # With a fallback at hand, failing over at once beats waiting out a retry.
-            max_retries=0 if judge else 1,
-        )
-    if http and judge:
-        return FailoverReranker(http, judge)
-    return http or judge
+    """The reranker the settings describe, as a chain primary → fallback: the HTTP endpoint
+    (RERANK_BASE_URL/RERANK_MODEL), then the local model (RERANK_LOCAL), then the LLM judge
+    (RERANK_FALLBACK=llm); any one of them alone; or None."""
+    chain = [r for r in (_http_reranker(), local_reranker(settings.RERANK_LOCAL) if settings.RERANK_LOCAL else None,
+                         _judge()) if r is not None]
+    if not chain:
+        return None
+    model = chain[-1]
+    for primary in reversed(chain[:-1]):
+        model = FailoverReranker(primary, model)
+    return model
+
+
+def _judge() -> Reranker | None:
+    if settings.RERANK_FALLBACK != "llm":
+        return None
+    if not settings.LLM_ENABLED:
+        logger.warning("RERANK_FALLBACK=llm but no LLM is configured; the LLM judge is off")
+        return None
+    return LlmJudgeReranker()
+
+
+def _http_reranker() -> Reranker | None:
+    if not (settings.RERANK_BASE_URL or settings.RERANK_MODEL):
+        return None
+    return HttpReranker(
+        base_url=settings.RERANK_BASE_URL,
+        model=settings.RERANK_MODEL,
+        api_key=settings.RERANK_API_KEY,
+        timeout=float(getattr(settings, "RERANK_TIMEOUT", 30.0)),
+        # With a fallback at hand, failing over at once beats waiting out a retry.
+        max_retries=0 if (settings.RERANK_LOCAL or settings.RERANK_FALLBACK == "llm") else 1,
+    )
 
 
 def configured_reranker(options: dict) -> Reranker | None:

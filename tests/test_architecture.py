@@ -48,6 +48,8 @@ HEAVY = {
     "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
     "retrieval.embeddings.use": "the Universal Sentence Encoder model",
     "retrieval.embeddings.openai_compat": "imports openai",
+    "retrieval.cross_encoder": "loads the English cross-encoder (onnxruntime)",
+    "retrieval.colbert": "loads the English late-interaction model (onnxruntime)",
 }
 
 

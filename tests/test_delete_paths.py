@@ -23,7 +23,7 @@ from ingest.actions import ingest_document
 from ingest.conversation.actions import accumulate_messages, flush_session
 from ingest.tasks import run_inline
 from memory.models import Chunk, Document, Memory, Message
-from retrieval import projection
+from retrieval import projection, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.projection import reconcile, reconcile_removed
@@ -73,7 +73,8 @@ def chat(scope, kb, committed):
 
 
 @pytest.fixture
-def seeded(world, committed):
+def seeded(world, committed, settings):
+    settings.SEARCH_LATE_INTERACTION = True  # the late-interaction projection is written, and must go too
     scope = permitted_scope(world.alice, write=True)
     document = ingest_text(scope, world.docs, DOC_TEXT, "aurora.txt")
     chat(scope, world.notes, committed)
@@ -103,7 +104,9 @@ def filters_of(scope_name: str, s: Seeded, target) -> list[IndexFilter]:
 
 def index_rows(flts: list[IndexFilter]) -> dict[str, int]:
     return {"vector": sum(vector_index().count(f) for f in flts),
-            "keyword": sum(keyword_index().count(f) for f in flts)}
+            "keyword": sum(keyword_index().count(f) for f in flts),
+            # one table for both places: count it once
+            "late_interaction": sum(token_vectors.count(f) for f in flts if not f.exclusive)}
 
 
 def doomed_ids(scope_name: str, s: Seeded) -> set[str]:
@@ -144,13 +147,14 @@ def found_ids(scope: Scope, query: str, method: str) -> set[str]:
 
 
 def assert_clean(s: Seeded, scope_name: str, flts, doomed: set[str], search_scope: Scope):
-    assert index_rows(flts) == {"vector": 0, "keyword": 0}
+    assert index_rows(flts) == {"vector": 0, "keyword": 0, "late_interaction": 0}
     for method in METHODS:
         assert not found_ids(search_scope, QUERIES[scope_name], method) & doomed, method
     if Tenant.objects.filter(pk=s.tenant.pk).exists():
         report = reconcile(Tenant.objects.get(pk=s.tenant.pk))
         for name in ("vector", "keyword"):
             assert report[name]["stale"] == 0 and report[name]["missing"] == 0, report
+        assert report["late_interaction"]["stale"] == report["late_interaction"]["missing"] == 0, report
     removed = reconcile_removed()
     assert removed["vector"]["stale"] == removed["keyword"]["stale"] == 0, removed
     # the other tenant's copy of the same document is untouched
@@ -232,7 +236,7 @@ def test_every_delete_path_leaves_nothing_in_either_index(seeded, world, committ
         target = s.document.pk
     flts = filters_of(scope_name, s, target)
     before = index_rows(flts)
-    assert before["vector"] > 0 and before["keyword"] > 0, before
+    assert before["vector"] > 0 and before["keyword"] > 0 and before["late_interaction"] > 0, before
     doomed = doomed_ids(scope_name, s)
     assert doomed & found_ids(s.scope, QUERIES[scope_name], "hybrid"), "the search must find it before the delete"
     # A deleted tenant is searched with what its scope was: its id and KB ids go into the index filter.
@@ -268,7 +272,7 @@ def test_a_half_deleted_tenant_is_reported_and_repaired_by_reconcile(seeded, wor
     report = reconcile_removed()
     assert report["vector"]["stale"] == index_rows(flts)["vector"] > 0 and report["keyword"]["stale"] > 0
     assert reconcile_removed(repair=True)["repaired"]
-    assert index_rows(flts) == {"vector": 0, "keyword": 0}
+    assert index_rows(flts) == {"vector": 0, "keyword": 0, "late_interaction": 0}
     assert reconcile_removed()["vector"]["stale"] == 0
 
 
@@ -340,8 +344,9 @@ def test_switching_isolation_moves_the_rows_and_leaves_no_copy_behind(seeded, wo
     s = seeded
     kb_ids = (s.kbs["docs"].pk, s.kbs["notes"].pk)
 
-    def rows(exclusive):
-        return index_rows([IndexFilter(tenant_id=s.tenant.pk, kb_ids=kb_ids, exclusive=exclusive, statuses=())])
+    def rows(exclusive):  # the two places; the late-interaction table is one for both
+        counts = index_rows([IndexFilter(tenant_id=s.tenant.pk, kb_ids=kb_ids, exclusive=exclusive, statuses=())])
+        return {k: counts[k] for k in ("vector", "keyword")}
 
     expected = reconcile(s.tenant)["expected"]
     assert rows(False) == {"vector": expected, "keyword": expected} and rows(True) == {"vector": 0, "keyword": 0}
@@ -376,10 +381,10 @@ def test_a_chunk_deleted_in_the_admin_leaves_the_indexes(seeded, world, committe
     chunk = Chunk.objects.filter(document=s.document, level="child").first()
     flt = [IndexFilter(tenant_id=s.tenant.pk, kb_ids=(s.kbs["docs"].pk,), ids=(f"chunk:{chunk.pk}",), statuses=(),
                        exclusive=e) for e in (False, True)]
-    assert index_rows(flt) == {"vector": 1, "keyword": 1}
+    assert index_rows(flt) == {"vector": 1, "keyword": 1, "late_interaction": 1}
     committed(admin_bulk, world, "memory/chunk", chunk.pk)
     assert not Chunk.objects.filter(pk=chunk.pk).exists()
-    assert index_rows(flt) == {"vector": 0, "keyword": 0}
+    assert index_rows(flt) == {"vector": 0, "keyword": 0, "late_interaction": 0}
     report = reconcile(s.tenant)
     assert report["vector"]["stale"] == report["keyword"]["stale"] == 0, report
     out = io.StringIO()

@@ -21,7 +21,7 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid, ranking
+from retrieval.search import flat, hybrid, late_interaction, ranking
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from tenants.access import Scope
@@ -63,6 +63,9 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     asked = req.query
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
+    limit = req.limit
+    if late_interaction.applies(req.query, req.method):  # the stage reorders a wider candidate list
+        req = replace(req, top_k=late_interaction.candidates(limit))
     with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
         run = Run.start(scope, req)
         notes = []
@@ -71,6 +74,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             method_used = "agentic" if not notes else "hybrid"
         else:
             response, method_used = getattr(run, req.method)(), req.method
+        if late_interaction.applies(req.query, method_used):
+            late_interaction.rescore(req.query, response, limit)
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").

@@ -33,6 +33,7 @@ class Command(BaseCommand):
             report = reconcile(tenant, repair=opts["repair"])
             report["entities"] = entities = reconcile_entities(tenant, repair=opts["repair"])
             drift |= any(report[k]["missing"] or report[k]["stale"] for k in ("vector", "keyword"))
+            drift |= bool(report["late_interaction"].get("missing") or report["late_interaction"].get("stale"))
             drift |= bool(entities["missing"] or entities["stale"] or entities["orphans"])
             self.stdout.write(json.dumps(report))
         if not opts["tenant"]:  # rows of deleted knowledge bases and tenants (a tenant's own are in its report)

@@ -1,0 +1,128 @@
+"""The late-interaction projection and stage: English only, rebuilt by reindex, checked by reconcile,
+never a mix of two models' vectors, and each item's stage score in the response.
+
+(Every delete path removing the token vectors is in tests/test_delete_paths.py.)
+"""
+
+import pytest
+
+from memory.models import Memory
+from retrieval import token_vectors
+from retrieval.models import TokenVectors
+from retrieval.projection import index_memories, reconcile, reindex
+from retrieval.request import parse_search_request
+from retrieval.search import search
+from tenants.access import permitted_scope
+
+pytestmark = pytest.mark.usefixtures("lite_vector_settings")
+
+ENGLISH = ["Caroline painted a sunrise over the lake for the art show",
+           "Melanie ran a marathon in Boston last spring",
+           "Jon planted tomatoes and basil on the balcony"]
+CHINESE = ["张伟上个月在杭州开了一家咖啡馆"]
+
+
+@pytest.fixture
+def memories(world, settings, tmp_path):
+    settings.SEARCH_LATE_INTERACTION = True
+    settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+    settings.LOCI_REINDEX_DRAIN_SECONDS = 0
+    made = []
+    for n, text in enumerate(ENGLISH + CHINESE):
+        episode = Memory.objects.create(tenant=world.acme, kb=world.notes, kind=Memory.Kind.EPISODE, text=text,
+                                        content_hash=f"e{n}")
+        made += [episode, Memory.objects.create(tenant=world.acme, kb=world.notes, kind=Memory.Kind.ATOMIC_FACT,
+                                                parent=episode, text=text, content_hash=f"f{n}")]
+    index_memories(made)
+    return made
+
+
+def stored_texts() -> set[str]:
+    return set(Memory.objects.filter(pk__in=TokenVectors.objects.values("memory_id")).values_list("text", flat=True))
+
+
+def hybrid(world, query):
+    scope = permitted_scope(world.alice, write=True)
+    return search(scope, parse_search_request({"query": query, "method": "hybrid", "top_k": 5}))
+
+
+def test_english_memories_get_token_vectors_and_chinese_ones_do_not(memories):
+    assert stored_texts() == set(ENGLISH)
+    assert TokenVectors.objects.count() == 2 * len(ENGLISH)  # each episode and its fact
+    row = TokenVectors.objects.first()
+    assert row.model == token_vectors.model().name and len(bytes(row.data)) == row.tokens * 128
+
+
+def test_reconcile_reports_missing_and_stale_vectors_and_repair_restores_them(world, memories):
+    assert reconcile(world.acme)["late_interaction"] == {"expected": 6, "missing": 0, "stale": 0,
+                                                          "sample_missing": [], "repaired": False}
+    TokenVectors.objects.filter(memory__text=ENGLISH[0]).delete()
+    TokenVectors.objects.filter(memory__text=ENGLISH[1]).update(model="colbert-of-another-build")
+    edited = Memory.objects.get(kind="atomic_fact", text=ENGLISH[2])
+    Memory.objects.filter(pk=edited.pk).update(text="Jon planted peppers on the balcony")  # not re-projected
+
+    report = reconcile(world.acme)["late_interaction"]
+    assert (report["missing"], report["stale"]) == (5, 3)
+
+    assert reconcile(world.acme, repair=True)["repaired"]
+    report = reconcile(world.acme)["late_interaction"]
+    assert (report["missing"], report["stale"]) == (0, 0)
+    assert TokenVectors.objects.filter(model="colbert-of-another-build").count() == 0
+
+
+def test_reindex_rebuilds_the_projection_from_the_database(world, memories):
+    TokenVectors.objects.all().delete()
+
+    reindex()
+
+    assert stored_texts() == set(ENGLISH)
+    assert reconcile(world.acme)["late_interaction"]["missing"] == 0
+
+
+def test_the_stage_scores_english_items_and_leaves_chinese_queries_alone(world, memories):
+    english = hybrid(world, "Who ran a marathon in Boston?")
+    items = english["facts"] + english["episodes"]
+    text = lambda it: it.get("atomic_fact") or it.get("summary")  # noqa: E731
+    assert all("late_interaction" in it["scores"] for it in items if text(it) in ENGLISH)
+    assert all("late_interaction" not in it["scores"] for it in items if text(it) in CHINESE)  # the item's gate
+    assert english["facts"][0]["atomic_fact"] == ENGLISH[1]
+
+    chinese = hybrid(world, "张伟在杭州开了什么店？")
+    assert all("late_interaction" not in it["scores"] for it in chinese["facts"] + chinese["episodes"])
+
+
+def test_vectors_of_another_model_are_never_read(world, memories, settings):
+    """A changed model (its rows not yet rebuilt): the stage encodes the items itself, same scores."""
+    def scored():
+        response = hybrid(world, "Who planted tomatoes on the balcony?")
+        return {it["id"]: it["scores"]["late_interaction"] for it in response["facts"] if it["atomic_fact"] in ENGLISH}
+
+    before = scored()
+    TokenVectors.objects.update(model="colbert-of-another-build", data=b"", tokens=0)  # unreadable if read
+
+    after = scored()
+
+    assert before and after.keys() == before.keys()
+    assert all(abs(after[i] - before[i]) < 0.02 for i in before)
+
+
+def test_with_the_stage_off_nothing_is_written_or_scored(world, settings):
+    settings.SEARCH_LATE_INTERACTION = False
+    episode = Memory.objects.create(tenant=world.acme, kb=world.notes, kind=Memory.Kind.EPISODE, text=ENGLISH[0],
+                                    content_hash="x")
+    index_memories([episode])
+    assert TokenVectors.objects.count() == 0
+    response = hybrid(world, "art show sunrise painting")
+    assert all("late_interaction" not in it["scores"] for it in response["episodes"] + response["facts"])
+
+
+def test_a_precise_search_reranks_with_the_local_cross_encoder(world, memories, settings):
+    settings.RERANK_LOCAL = "ms-marco-en"
+    scope = permitted_scope(world.alice, write=True)
+
+    response = search(scope, parse_search_request({"query": "Who ran a marathon in Boston?", "method": "hybrid",
+                                                   "top_k": 5, "rerank": True}))
+
+    facts = response["facts"]
+    assert facts[0]["atomic_fact"] == ENGLISH[1]
+    assert all(0.0 <= f["scores"]["rerank"] <= 1.0 and f["score"] == f["scores"]["rerank"] for f in facts)
