@@ -22,7 +22,10 @@ _MODALS = set("can could will would shall should may might must cannot can't won
 _ADVERBS = set(
     "really just also still never always often usually even actually recently finally sometimes totally "
     "definitely already truly mostly rarely seriously absolutely literally kinda sorta gotta wanna gonna "
-    "only ever generally currently personally honestly first once later".split()
+    "only ever generally currently personally honestly first once later "
+    # Time and negation words of an update ("I now work at…", "I no longer live in…", issue 28).
+    "now no longer not then again newly soon almost nearly hardly barely typically normally probably "
+    "maybe".split()
 )
 _NOT_VERBS = set("and or but to too so as the a an not that this it if in on at of for with about all".split())
 _AGREE = {
@@ -185,7 +188,8 @@ def _apply_agreement(text: str) -> str:
         agreed = _AGREE.get(word.lower().replace("’", "'"), word)
         return (agreed[:1].upper() + agreed[1:] if word[:1].isupper() else agreed) + match.group(2)
 
-    text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,2})", agree, text)
+    # Up to three words: the verb may follow two adverbs ("I now no longer work…" aside, "I just now got…").
+    text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,3})", agree, text)
     text = re.sub(r"([A-Za-z'’]+)(\s+)\x02", agree_before, text)  # \x02: the auxiliary before the name
     return text.replace("\x00", "").replace("\x01", "").replace("\x02", "")
 
@@ -196,7 +200,7 @@ def _is_base_verb(word: str) -> bool:
         and word not in _IRREGULAR_PAST
         and word not in _MODALS
         and word not in _NOT_VERBS
-        and not word.endswith("ed")
+        and not (word.endswith("ed") and not word.endswith("eed"))  # "need", "feed" are base forms
         and not word.endswith("ing")
     )
 

@@ -24,6 +24,7 @@ from retrieval.reranking import rerank_items
 from retrieval.search import flat, hybrid, ranking
 from retrieval.search.engines import EngineError, Engines
 from retrieval.search.memory_kinds import add_profiles_and_foresight
+from retrieval.search.tense import apply_tense
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -81,6 +82,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
         for key in ("facts", "episodes", "chunks"):
             response[key] = rerank_items(req.query, response.get(key, []))
+    apply_tense(run, response)  # "now" puts the current value first, "used to" brings back the old one
     if req.expand_context:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
