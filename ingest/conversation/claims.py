@@ -18,6 +18,8 @@ names are shared, so "我现在在Fabrikam工作" supersedes "Alex works at Cont
 import re
 from dataclasses import dataclass
 
+from ingest.extraction.dates import undated
+
 MAX_SUBJECT_WORDS = 4  # a longer "subject" is a clause the pattern ran over, not a person
 SINGLE_VALUED = ("lives_in", "works_at", "works_as", "partner", "favourite", "wakes_up")
 
@@ -30,7 +32,7 @@ _ZH_PAST = re.compile(r"(?:以前|曾经|过去|之前|那时|当年|小时候)"
 _ZH_ADV = r"(?:现在|目前|如今|已经|刚刚|刚|最近|终于|也|还|又|正在|都|就|从此|今年|这个月)*"
 
 _S = r"(?P<s>[^,.;:!?，。]{1,80}?)"
-_O = r"(?P<o>[^;!?。；]+?)\.?$"
+_O = r"(?P<o>[^;!?。；]+?)[.!]*$"
 _ZS = r"(?P<s>[^，。\s]{1,20}?)"
 _ZO = r"(?P<o>[^，。！？；,.!?;\s]{1,20}?)"
 _ZEND = r"(?:了|啦|呢|吧)?(?:[，。！？；,.!?;]|$)"
@@ -133,6 +135,8 @@ _VALUE_TAIL = re.compile(r"(?:,|\s*\(|\s+(?:and|with|since|for|because|but|where
 _ZH_VALUE_TAIL = re.compile(r"(?:了|啦|呢|的|工作|上班|公司|住|旅行|旅游|玩)+$")
 _INSTEAD = re.compile(r"\binstead\b|改去|改成", re.I)
 _QUOTES = re.compile(r"[\"“”]")
+# Where a statement may start: the beginning, or after an interjection closed by ":", "!" or ",".
+_LEAD_IN = re.compile(r"^|[:：!！]\s*|^[A-Za-z ]{2,20},\s*")
 _ZH_LEAD = re.compile(r"^(?:其实|不过|但是|另外|而且|所以|因为|嗯|哦|对了|然后|好的)[，,]?")
 _LEAD_ADVERB = re.compile(r"^(?:currently|now|these days|nowadays|today|recently|lately|as of now),?\s+", re.I)
 
@@ -147,9 +151,22 @@ class Claim:
 
 
 def claim(text: str) -> Claim | None:
-    """The claim a fact states, or None (no pattern, a question, or a statement about the past)."""
-    text = _QUOTES.sub("", text.strip()).strip()
+    """The claim a fact states, or None (no pattern, a question, or a statement about the past).
+
+    Read from the start, then from after each lead-in ("Big news: Alex now works at…", "Guess what,
+    …"); the day stamp extraction appends ("(17 June 2023)") is left out."""
+    text = _QUOTES.sub("", undated(text.strip())).strip()
     if not text or text.rstrip().endswith(("?", "？")):
+        return None
+    for lead_in in _LEAD_IN.finditer(text):
+        found = _claim(text[lead_in.end():].strip())
+        if found is not None:
+            return found
+    return None
+
+
+def _claim(text: str) -> Claim | None:
+    if not text:
         return None
     if re.search(r"[\u4e00-\u9fff]", text):
         if _ZH_PAST.search(text):

@@ -157,7 +157,7 @@ def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar
         if new_claim is None:
             continue
         candidates = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
-                                           status=Memory.Status.ACTIVE, text__istartswith=new_claim.subject)
+                                           status=Memory.Status.ACTIVE, text__icontains=new_claim.subject)
         olds = [m for m in candidates if contradicts(new_claim, claim(m.text))]
         if olds:
             old_vectors = _embed([m.text for m in olds])
