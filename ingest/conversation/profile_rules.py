@@ -15,6 +15,15 @@ SINGLE_VALUED = ("name", "location", "occupation")
 OPPOSITES = {"preference": "dislike", "dislike": "preference"}
 MAX_VALUE_WORDS = 6
 # A like or a goal whose object is a clause ("how it shows…", "that Melanie chose…") names no thing.
+# A goal worth a profile names a step in someone's life ("adopt kids", "open a dance studio"); the
+# rest of what people "want to" do in a chat is a wish of the moment ("help people", "make that
+# happen", "join in"): those were most of the rules' wrong items on LoCoMo 0-1 (bench/profiles.py).
+_GOAL_VERBS = re.compile(
+    r"^(?:adopt|become|open|start|buy|move|learn|study|build|write|publish|travel|visit|get|finish|launch|own|run|"
+    r"go|return|pursue|train|compete|apply|graduate|retire|marry|teach|perform|record|release|save|try|take|have|"
+    r"earn|complete|climb|hike|see|enter|expand|grow|sell|create (?:an?|their|my|his|her) (?!safe))\b", re.I)
+# A habit's verb is an action, not "is", "has", "feels" (those are states, read by other rules).
+_NOT_HABIT = re.compile(r"^(?:is|am|are|was|were|has|have|had|feels?|seems?|gets?|does)\b", re.I)
 _VAGUE = re.compile(r"^(?:how|that|what|when|where|why|it|its|this|these|those|both|all|see|make|being)\b", re.I)
 
 _FAMILY = (r"husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|sons|daughter|daughters|kids|children|"
@@ -185,8 +194,12 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
                 subject = _last_named(text[:m.start()], names or [speaker]) or speaker
             else:
                 subject = _full_name(who.removesuffix("'s").removesuffix("’s"), names or [speaker])
-            value = _trim(m.group("v"))
+            value = _trim(m.group("v"), 12 if category == "habit" else MAX_VALUE_WORDS)
             if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
+                continue
+            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value):
+                continue
+            if category == "habit" and _NOT_HABIT.match(value):
                 continue
             if category == "goal" and value[:1].isupper():
                 value = f"travel to {value}"  # a trip's place: "wants to travel to Japan"
@@ -223,11 +236,11 @@ def _full_name(who: str, names: list[str]) -> str:
     return next((n for n in names if n == who or n.split()[0] == who), who)
 
 
-def _trim(value: str) -> str:
+def _trim(value: str, most: int = MAX_VALUE_WORDS) -> str:
     words = value.strip(" '\"-").split()
     while words and words[-1].lower() in ("the", "a", "an", "to", "of", "my", "and", "so", "really", "very"):
         words.pop()
-    return " ".join(words[:MAX_VALUE_WORDS])
+    return " ".join(words[:most])
 
 
 def _distinct(items: list[RuleItem]) -> list[RuleItem]:
