@@ -67,7 +67,7 @@ _GENERIC = frozenset(
     steps task tasks issue issues question questions answer answers comment comments average mean median min max
     count sum list row column header footer image photo picture chart graph link file files folder document
     report form field fields label text content body message welcome click read see budget review owner owners
-    act rule rules trading common installation install usage license faq qa q&a q1 q2 q3 q4 tbd n/a na misc
+    inc ltd llc corp act rule rules trading common installation install usage license faq qa q&a q1 q2 q3 q4 tbd n/a na misc
     chef rpg test important points roses violets sundays mondays tuesdays wednesdays thursdays fridays saturdays
     morning evening night afternoon weekend weekends spring summer autumn fall winter
     """.split()
