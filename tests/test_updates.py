@@ -41,6 +41,9 @@ CLAIMS = [
     ("Alex started a new job at Fabrikam.", ("works_at", "fabrikam", False)),
     ("Alex doesn't work at Contoso anymore.", ("works_at", "contoso", True)),
     ("Alex just moved to Seattle.", ("lives_in", "seattle", False)),
+    # LoCoMo dev conversation 5, D1:2 (Andrew's first session)
+    ("Alex started a new job as a Financial Analyst last week (1 May 2023).", ("works_as", "financial analyst", False)),
+    ("Alex当上了一名项目经理。", ("works_as", "项目经理", False)),
     ("Alex's favorite BBQ sauce is Sweet Baby Ray's.", ("favourite:bbq sauce", "sweet baby ray's", False)),
     ("Alex likes to wake up at 7:30 am on Saturdays.", ("wakes_up", "7:30 am", False)),  # LongMemEval 48_dad224aa
     ("Alex got a new dog named Mochi.", ("pet:dog", "mochi", False)),
@@ -77,6 +80,7 @@ def test_the_past_questions_and_other_senses_claim_nothing_to_supersede(text):
 
 SUPERSEDES = [
     ("Alex works at Contoso.", "Alex now works at Fabrikam."),
+    ("Alex works as a barista.", "Alex started a new job as a Financial Analyst last week."),
     ("Alex works at Contoso.", "Alex现在在Fabrikam工作。"),  # updated in the other language
     ("Alex在Contoso上班。", "Alex跳槽到了Fabrikam。"),
     ("Alex works at Contoso.", "Alex no longer works at Contoso."),

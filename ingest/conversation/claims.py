@@ -52,6 +52,8 @@ _EN = [
                         rf"(?:job|position|role|internship|gig) (?:at|with) {_O}"),
     ("works_at", False, rf"^{_S} (?:switched|moved|changed) (?:jobs|companies|employers) to {_O}"),
     ("works_as", False, rf"^{_S} (?:works|is working) as (?:an? )?{_O}"),
+    ("works_as", False, rf"^{_S} (?:started|got|took|landed|accepted|began|has started|is starting) {_POS}(?:new )?"
+                        rf"(?:job|position|role|career) as (?:an? |the )?{_O}"),
     ("works_as", False, rf"^{_S} (?:became|has become|got promoted to|was promoted to|is now) (?:an? |the )?"
                         rf"(?P<o>[\w -]{{2,40}}?(?:manager|engineer|developer|designer|teacher|nurse|director|"
                         rf"lead|analyst|consultant|chef|lawyer|doctor|officer|editor|scientist|researcher))\b"),

@@ -24,7 +24,7 @@ MAX_PREDECESSORS = 10  # older facts added per past-tense search at most
 
 _PRESENT = re.compile(r"\b(?:now|currently|current|these days|at the moment|nowadays|presently|at present|"
                       r"still|anymore|latest)\b|现在|目前|如今|当前|眼下|这阵子", re.I)
-_PAST = re.compile(r"\b(?:used to|before|previously|formerly|originally|former|in the past|back then|earlier|"
+_PAST = re.compile(r"\b(?:used to|did \w+ use to|before|previously|formerly|originally|former|in the past|back then|earlier|"
                    r"prior|first)\b|以前|之前|过去|原来|曾经|以往|当初|从前", re.I)
 
 
@@ -79,3 +79,4 @@ def _add_predecessors(run, response: dict) -> None:
         facts.append({**results.fact_item(memory, score, {"superseded_of": score}), "status": "superseded",
                       "superseded_by": str(memory.superseded_by_id)})
     facts.sort(key=lambda item: item["score"], reverse=True)
+    del facts[max(len(shown), run.req.limit):]  # top_k still holds: an older value displaces the weakest
