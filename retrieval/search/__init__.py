@@ -21,7 +21,7 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid, ranking
+from retrieval.search import flat, hybrid, paths, ranking
 from retrieval.search.engines import EngineError, Engines
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from retrieval.search.tense import apply_tense
@@ -55,6 +55,9 @@ class Run:
 
     def vector(self) -> dict:
         return flat.vector(self.scope, self.req, self.base, self.engines)
+
+    def paths(self) -> dict:
+        return paths.search(self.scope, self.req, self.base, self.engines)
 
 
 @metrics.timed_search
