@@ -94,6 +94,9 @@ SUPERSEDES = [
     ("Alex is planning a trip to Tokyo next month.", "Alex is going to Kyoto instead."),
     ("Alex下个月打算去东京旅行。", "Alex改去京都了。"),
     ("Alex's favorite BBQ sauce is Sweet Baby Ray's.", "Alex's favourite BBQ sauce is Kansas City Masterpiece."),
+    # LongMemEval 44_18bc8abd: the two sessions as the user said them.
+    ("Alex needs to stock up on Alex's favorite BBQ sauce, Sweet Baby Ray's, to serve with the ribs.",
+     "Currently, Alex's favourite is Kansas City Masterpiece BBQ sauce."),
     ("Alex has been waking up around 8:30 am on Saturdays.", "Alex likes to wake up at 7:30 am on Saturdays."),
 ]
 
@@ -106,6 +109,7 @@ def test_a_changed_value_of_the_same_attribute_supersedes(old, new):
 KEPT = [
     ("Alex has a dog named Mochi.", "Alex got a cat named Luna."),  # a second pet
     ("Alex likes coffee.", "Alex likes tea."),  # a second like
+    ("Alex's favorite BBQ sauce is Sweet Baby Ray's.", "Alex's favourite is the smoked brisket."),  # another kind
     ("Alex is planning a trip to Tokyo next month.", "Alex is planning a trip to Paris in May."),
     ("Alex works at Contoso.", "Alex is now working at Contoso as a team lead."),  # same employer, more detail
     ("Alex lives in Boston.", "Sam lives in Chicago."),  # another person

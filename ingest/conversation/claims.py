@@ -184,7 +184,10 @@ def _claim(text: str) -> Claim | None:
 
 def contradicts(new: Claim | None, old: Claim | None) -> bool:
     """Whether the newer claim makes the older one out of date (see the module docstring)."""
-    if new is None or old is None or new.attribute != old.attribute or new.subject != old.subject:
+    if new is None or old is None or new.subject != old.subject:
+        return False
+    new, old = _kind_from_value(new, old), _kind_from_value(old, new)
+    if new.attribute != old.attribute:
         return False
     same = new.value in old.value or old.value in new.value
     if new.negated:
@@ -194,6 +197,17 @@ def contradicts(new: Claim | None, old: Claim | None) -> bool:
     if new.attribute.split(":")[0] in SINGLE_VALUED or new.instead:
         return not same
     return False
+
+
+def _kind_from_value(one: Claim, other: Claim) -> Claim:
+    """"Alex's favourite is Kansas City Masterpiece BBQ sauce" names its kind in the value: read against
+    "Alex's favourite BBQ sauce is Sweet Baby Ray's" (LongMemEval 44_18bc8abd) it is the same favourite."""
+    if one.attribute != "favourite" or not other.attribute.startswith("favourite:"):
+        return one
+    kind = other.attribute.split(":", 1)[1]
+    if not one.value.endswith(kind) or one.value == kind:
+        return one
+    return Claim(other.attribute, one.subject, one.value[: -len(kind)].strip(), one.negated, one.instead)
 
 
 def _first(text: str, rules, *, zh: bool) -> Claim | None:
