@@ -77,6 +77,8 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
                      rf"(?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
         ("location", rf"\b{w} {_NOW}(?:moved|relocated|am moving|is moving|'m moving|"
                      rf"have moved|has moved) to (?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
+        ("origin", rf"\b{p} (?:home ?country|home ?town|native country|birthplace),? (?:is )?"
+                   rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w}{be} (?:originally )?from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w} (?:grew up|was born) in (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w} moved from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
@@ -99,7 +101,9 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
         ("family", rf"\b{w}{be} (?P<v>married|engaged|divorced|single|a (?:mom|mother|dad|father|parent))\b"),
         ("family", rf"\b{w} (?:has|have) (?P<v>(?:a|an|one|two|three|four|\d) (?:{_FAMILY}))\b"),
         ("pet", rf"\b{p} (?:new |pet |little |two |three )?(?P<v>(?:{_PETS})(?:,? (?:named |called )?[A-Z][a-z]+)?)\b"),
-        ("pet", rf"\b{w} (?:has|have|got|adopted|am adopting|is adopting) (?:a |an |two |three )?(?:new |pet )?"
+        # "we got another cat named Bailey": the speaker's household.
+        ("pet", rf"\b(?:{w}|(?P<we>[Ww]e)) (?:also |just )?(?:has|have|got|adopted|am adopting|is adopting) "
+                rf"(?:a |an |two |three |another )?(?:new |pet )?"
                 rf"(?P<v>(?:{_PETS})(?: (?:named|called) [A-Z][a-z]+)?)\b"),
         ("possession", rf"\b{w} (?:just )?(?:bought|got|owns?|has|have) (?:a |an |my |her |his )?(?:new |own )?"
                        rf"(?P<v>(?:[\w-]+ )?(?:{_OWNED}))\b"),
@@ -187,7 +191,7 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
         return _distinct(found)
     for category, pattern in _rules_for(tuple(sorted({speaker, *names} - {""}))):
         for m in pattern.finditer(text):
-            who = m.group("who")
+            who = m.group("who") or ("I" if m.groupdict().get("we") else "")
             if who.lower() in ("i", "my"):
                 subject = speaker
             elif who.lower() in ("their", "his", "her"):
