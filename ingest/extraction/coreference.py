@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from entities.extraction import find_mentions
+
 # Past forms that must not take a third-person "-s" after "I went" → "Caroline went".
 _IRREGULAR_PAST = set(
     "was were went saw got made took found came gave knew thought told felt left kept met ran said sat stood "
@@ -392,8 +394,6 @@ class DocumentReferents:
         return sentence
 
     def note(self, sentence: str) -> None:
-        from entities.extraction import find_mentions  # noqa: PLC0415 - jieba loads only for documents
-
         people = set()
         named_org = _ZH_ORG_IS.match(sentence)  # "盛大网络是中国大陆的一家游戏运营商": jieba tags no organisation
         if named_org:
