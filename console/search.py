@@ -35,6 +35,7 @@ METHOD_HELP = {
     "vector": "embeddings only",
     "hybrid": "episodes, then their facts (mRAG)",
     "agentic": "hybrid + LLM follow-up queries",
+    "paths": "evidence paths across sessions (experimental)",
 }
 
 

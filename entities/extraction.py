@@ -23,12 +23,15 @@ MAX_MENTIONS = 40  # per memory: a table row of names is still one fact, not a d
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 # A capitalised word, with internal apostrophes, hyphens, dots of initials ("J.K.") and digits ("Mate 60").
-_WORD = r"(?:(?:St|Mt|Ft)\.|[A-Z]\.(?:[A-Z]\.)+|[A-Z][\w'’\-]*[\w]|[A-Z]\.?)"
+# Latin letters only: "Mochi每天早上都要去公园散步" is the name Mochi and a Chinese sentence, not one word.
+_L = r"[^\W\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_WORD = rf"(?:(?:St|Mt|Ft)\.|[A-Z]\.(?:[A-Z]\.)+|[A-Z](?:{_L}|['’\-])*{_L}|[A-Z]\.?)"
 _CONNECTOR = r"(?:(?:of|de|van|von|&|for)(?:\s+the)?)"  # never "and": "Caroline and Melanie" are two
 _TITLE_WORD = "|".join(t.title() + r"\.?" for t in TITLES)
 _SPAN = re.compile(
     rf"(?<![\w'’])((?:(?:{_TITLE_WORD})\s+)?{_WORD}"
-    rf"(?:\s+(?:{_CONNECTOR}\s+)?{_WORD}){{0,{MAX_NAME_WORDS - 1}}})(?:['’]s\b)?"
+    # Spaces, not line breaks: a table's header row and its first row are not one name ("Owner\nQuarterly").
+    rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_WORD}){{0,{MAX_NAME_WORDS - 1}}})(?:['’]s\b)?"
 )
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\"“(\[\n]\s*|\s[-–—]\s)$")
 _QUOTED = re.compile(r"[\"“]([A-Z][^\"”]{1,80})[\"”]")
@@ -46,18 +49,78 @@ _NOT_NAMES = frozenset(
 )
 _MONTHS = {m: i for i, m in enumerate(
     "january february march april may june july august september october november december".split(), start=1)}
+# Words of documents and chats that are capitalised as headers, labels or a sentence's first word but
+# name nothing: a span made only of these ("Page", "Period", "Test Email", "In", "With") is no entity.
+_GENERIC = frozenset(
+    """
+    in on at by for of to from with into over under after before during since until per via about as than
+    not nor yet all any each every some no none other others more most less few many much both either
+    page pages period periods section sections chapter table figure fig total subtotal totals name names date dates
+    type types description status note notes summary item items quantity qty amount price value values title
+    number id code category year years month months day days week weeks quarter revenue revenues sales cost
+    costs income profit loss balance segment segments region unit units rate ratio percent change growth source
+    sources reference references contents introduction conclusion appendix index overview background results
+    result discussion method methods abstract keywords author authors version updated created subject cc sent
+    received attachment attachments re fw fwd dear regards best sincerely team address phone email e-mail fax
+    website zip yes done pending open closed new old first last next previous back home menu search login help
+    contact privacy terms policy copyright rights reserved example examples data info information details step
+    steps task tasks issue issues question questions answer answers comment comments average mean median min max
+    count sum list row column header footer image photo picture chart graph link file files folder document
+    report form field fields label text content body message welcome click read see budget review owner owners
+    inc ltd llc corp act rule rules trading common installation install usage license faq qa q&a q1 q2 q3 q4 tbd n/a na misc
+    chef rpg test important points roses violets sundays mondays tuesdays wednesdays thursdays fridays saturdays
+    morning evening night afternoon weekend weekends spring summer autumn fall winter
+    """.split()
+)
+# Titles of rank before a name ("Prince Vasili Kuragin", "Empress Marya Fedorovna"): a person.
+_RANKS = frozenset(
+    "prince princess king queen emperor empress count countess duke duchess lord lady baron baroness general "
+    "captain colonel major president senator governor mayor pope saint uncle aunt".split())
 _ORG_WORDS = frozenset(
     "inc inc. ltd ltd. llc corp corp. corporation company co. group university college school institute academy "
     "association society foundation club bank hospital agency ministry department council committee church "
-    "center centre team league museum library".split()
+    "center centre team league museum library technologies technology systems solutions labs software games gaming "
+    "media studios studio partners capital holdings networks airlines motors consulting services industries "
+    "enterprises".split()
 )
 _PLACE_WORDS = frozenset(
     "city town village county state province country island islands river lake mountain mountains mount park "
-    "street st. road avenue beach bay valley forest desert sea ocean coast".split()
+    "street st. road avenue beach bay valley forest desert sea ocean coast falls springs heights hills canyon "
+    "harbor harbour square plaza airport station".split()
 )
+_PLACE_FIRST = frozenset("fort mount mt. st. lake port san santa los las new north south east west".split())
+# A few places a chat names with no cue ("first Tokyo and then Kyoto"): countries, US states and large
+# cities. A gazetteer, not a model: what is not on it keeps the cue-based type.
+_PLACES = frozenset(
+    """
+    afghanistan argentina australia austria bangladesh belgium brazil canada chile china colombia cuba denmark
+    egypt england finland france germany greece india indonesia iran iraq ireland israel italy japan kenya korea
+    mexico morocco nepal netherlands nigeria norway pakistan peru philippines poland portugal russia scotland
+    singapore spain sweden switzerland taiwan thailand turkey ukraine vietnam wales europe asia africa america
+    alabama alaska arizona arkansas california colorado connecticut delaware florida georgia hawaii idaho illinois
+    indiana iowa kansas kentucky louisiana maine maryland massachusetts michigan minnesota mississippi missouri
+    montana nebraska nevada ohio oklahoma oregon pennsylvania tennessee texas utah vermont virginia washington
+    wisconsin wyoming midwest
+    london paris berlin madrid rome moscow beijing shanghai tokyo kyoto osaka seoul delhi mumbai sydney
+    melbourne toronto vancouver montreal chicago boston seattle denver austin dallas houston atlanta miami
+    tampa orlando phoenix portland detroit philadelphia brooklyn manhattan sacramento genoa lucca vienna prague
+    amsterdam dublin lisbon athens istanbul dubai bangkok hong kong
+    """.split()
+) | {"new york", "los angeles", "san francisco", "las vegas", "san diego", "new jersey", "hong kong", "st. petersburg",
+     "north carolina", "south carolina", "new mexico", "rhode island", "washington dc", "new zealand",
+     "south korea", "united states", "united kingdom"}
+_US_STATE_CODES = frozenset("al ak az ar ca co ct de fl ga hi id il in ia ks ky la me md ma mi mn ms mo mt ne nv nh nj "
+                            "nm ny nc nd oh ok or pa ri sc sd tn tx ut vt va wa wv wi wy".split())
+_ORG_AFTER = re.compile(r"^,?\s+(?:Inc|Ltd|LLC|Corp|Co|GmbH|plc|S\.A|AG)\b\.?")
+_ORG_CUES = re.compile(r"\b(?:works?|worked|working|job|jobs|interned?|internship|employed|hired|joined|joining|"
+                       r"started|position|role)\s+(?:(?:at|for|by|with)\s+)$", re.I)
+_PERSON_CUES = re.compile(r"(?:\b(?:from|by|friend|manager|boss|sister|brother|mom|dad|wife|husband|son|"
+                          r"daughter|colleague|coworker|partner|owner|author|dear|hi|hey|thanks|thank you)\s*:?\s+)$", re.I)
+_PET_CUES = re.compile(r"\b(?:dog|puppy|cat|kitten|pet|bird|parrot|hamster|rabbit|bunny|turtle|horse|pony)"
+                       r"(?:,|\s+(?:named|called))?\s+$", re.I)
 _WORK_CUES = re.compile(
-    r"\b(?:book|novel|movie|film|song|album|show|series|game|painting|poem|play|app|called|titled|named|read|"
-    r"watched|watching|reading)\s+[\"“]?$", re.I)
+    r"\b(?:book|novel|movie|film|song|album|show|series|game|games|painting|poem|play|playing|played|app|titled|"
+    r"read|watched|watching|reading|local)\s+[\"“]?$", re.I)
 _PLACE_CUES = re.compile(r"\b(?:in|to|from|at|near|visited|visit|visiting|moved to|trip to)\s+$", re.I)
 _DATE_DMY = re.compile(r"\b(\d{1,2})\s+(" + "|".join(m.title() for m in _MONTHS) + r")\s+(\d{4})\b")
 _DATE_MDY = re.compile(r"\b(" + "|".join(m.title() for m in _MONTHS) + r")\s+(\d{1,2}),?\s+(\d{4})\b")
@@ -119,34 +182,51 @@ def _english(text: str, known: frozenset[str]) -> list[Found]:
                 surface = surface.split(" ", 1)[1] if " " in surface else ""
                 if not surface or not _plausible(surface):
                     continue
-        out.append(Found(surface, _english_type(surface, before)))
+        out.append(Found(surface, _english_type(surface, before, text[m.end():m.end() + 10])))
     return out
 
 
 def _plausible(surface: str) -> bool:
     words = surface.split()
-    if all(entity_key(w) in _NOT_NAMES for w in words):
+    if all(entity_key(w) in _NOT_NAMES or entity_key(w) in _GENERIC for w in words):
         return False
+    if len(words) == 1 and entity_key(surface) in _RANKS:
+        return False  # "Well, Prince, so…": a form of address, not a name
     return len(entity_key(surface)) >= 2
 
 
-def _english_type(surface: str, before: str) -> str:
+def _english_type(surface: str, before: str, after: str = "") -> str:
     words = [w.lower() for w in surface.split()]
-    if words[0].rstrip(".") in TITLES:
+    key = entity_key(surface)
+    if words[0].rstrip(".") in TITLES or words[0] in _RANKS:
         return "person"
-    if any(w in _ORG_WORDS for w in words):
+    if any(w in _ORG_WORDS for w in words) or _ORG_AFTER.match(after):
         return "organization"
-    if any(w in _PLACE_WORDS for w in words[1:]):
+    if any(w in _PLACE_WORDS for w in words[1:]) or (len(words) > 1 and words[0] in _PLACE_FIRST):
         return "place"
+    if key in _PLACES or (key in _US_STATE_CODES and surface.isupper() and re.search(r",\s*$", before[-3:])):
+        return "place"
+    if _PET_CUES.search(before[-20:]):
+        return "other"  # "my dog Mochi": a name, of no person
     if _WORK_CUES.search(before[-30:]):
         return "work"
+    if _ORG_CUES.search(before[-25:]):
+        return "organization"  # "works at Fabrikam": an employer, not a place
+    if _PERSON_CUES.search(before[-20:]) or (1 < len(words) <= 3 and all(w[:1].isalpha() for w in words)
+                                             and not _PLACE_CUES.search(before[-20:])):
+        return "person"  # "my manager Priya Shah"; two or three capitalised words with no other cue
     if _PLACE_CUES.search(before[-20:]):
         return "place"
     return ""
 
 
+_ZH_TITLE = re.compile(r"《([^《》]{1,40})》")
+
+
 def _chinese(text: str) -> list[Found]:
-    out = []
+    # A title in 《》 is a work (a book, a film, a song), whatever the tagger makes of its words.
+    out = [Found(m.group(1), "work") for m in _ZH_TITLE.finditer(text)]
+    text = _ZH_TITLE.sub(lambda m: "\u3000" * len(m.group(0)), text)
     for word, flag in _pos_tagged(text):
         kind = _ZH_FLAGS.get(flag[:2])
         if kind and len(word) >= 2 and _CJK.search(word):

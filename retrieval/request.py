@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-METHODS = ("keyword", "vector", "hybrid", "agentic")
+METHODS = ("keyword", "vector", "hybrid", "agentic", "paths")
 MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
 FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at")
 MAX_TOP_K = 100

@@ -55,6 +55,23 @@ def test_past_events_questions_and_opinions_are_not_foresight():
         assert foresight_of(text, when) is None, text
 
 
+@pytest.mark.parametrize("text", [
+    "Every morning I'll take Mochi to the park.",  # a habit told with "will": no window, it already holds
+    "Mochi每天早上都要去公园散步。",  # the trial: a daily walk was stored as a plan
+    "我周末经常去游泳。",
+])
+def test_a_habit_is_no_foresight_in_either_language(text):
+    assert foresight_of(text, datetime(2023, 5, 8, 10, tzinfo=timezone.utc)) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I'm going to start running every morning next week.", (date(2023, 5, 15), date(2023, 5, 22))),
+    ("我打算明年每天早上跑步。", (date(2024, 1, 1), date(2025, 1, 1))),
+])
+def test_a_habit_that_starts_at_a_future_date_is_foresight(text, expected):
+    assert window(foresight_of(text, datetime(2023, 5, 8, 10, tzinfo=timezone.utc))) == expected
+
+
 @pytest.mark.parametrize("text, expected, words", [
     ("我下周去上海出差", (date(2023, 5, 15), date(2023, 5, 22)), "2023-05-15"),
     ("我打算明年考研究生", (date(2024, 1, 1), date(2025, 1, 1)), "2024"),

@@ -11,17 +11,17 @@ Reads only; `ingest.conversation.actions` writes the plan in its transaction.
   Caroline, and two pottery classes on different dates 0.98 close.
 - Otherwise a new fact. It supersedes an older fact of the same user that states another value of
   the same attribute of the same subject: with an LLM, the model decides among the similar older
-  facts; without one, `claim()` patterns ("X lives in A", "X's favourite Y is A", "X works at/as A",
-  "X is married to A", Chinese 住在/在…工作/最喜欢的…是) must agree on subject and attribute, differ in
-  value, and the two facts must be at least SUPERSEDE_MIN_COSINE similar.
+  facts; without one, the claims of claims.py ("X lives in A", "X now works at B", "X no longer
+  likes C", Chinese 搬到/换到/不再…) must agree on subject and attribute and `contradicts()` must
+  hold, and the two facts must be at least SUPERSEDE_MIN_COSINE similar.
 """
 
 import logging
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ingest.conversation.claims import claim, contradicts
 from ingest.extraction.dates import undated
 from memory.models import Memory
 from retrieval.backends import vector_index
@@ -43,53 +43,6 @@ DUPLICATE_MIN_JACCARD = 0.6  # share of distinct content terms the two statement
 SUPERSEDE_MIN_COSINE = 0.80
 # Older facts fetched per new fact from the vector index (duplicates and supersede candidates).
 NEIGHBOURS = 5
-
-_S = r"(?P<s>[^,.;:!?，。]{1,80}?)"
-_O = r"(?P<o>[^;!?。；]+?)"
-_WHEN = r"(?:now |still |currently |recently |just )?"
-CLAIM_PATTERNS = [
-    ("lives_in", re.compile(rf"^{_S} {_WHEN}(?:lives|is living|resides|has moved|moved|relocated) (?:in|to) {_O}\.?$",
-                            re.I)),
-    ("works_at", re.compile(rf"^{_S} {_WHEN}(?:works|is working) (?:at|for) {_O}\.?$", re.I)),
-    ("works_as", re.compile(rf"^{_S} {_WHEN}(?:works|is working) as (?:an? )?{_O}\.?$", re.I)),
-    ("favourite", re.compile(rf"^{_S}'s (?:new )?favou?rite (?P<k>[\w -]{{1,40}}?) is {_O}\.?$", re.I)),
-    ("partner", re.compile(rf"^{_S} is {_WHEN}(?:married to|engaged to|dating) {_O}\.?$", re.I)),
-    ("lives_in", re.compile(r"^(?P<s>[^，。\s]{1,20}?)(?:现在|目前)?(?:住在|搬到了?)(?P<o>[^，。]+)")),
-    ("works_at", re.compile(r"^(?P<s>[^，。\s]{1,20}?)(?:现在|目前)?在(?P<o>[^，。]+?)(?:工作|上班)")),
-    ("favourite", re.compile(r"^(?P<s>[^，。\s]{1,20}?)最喜欢的(?P<k>[^，。]{1,10}?)是(?P<o>[^，。]+)")),
-]
-# Trailing words that do not change the value: "Boston now", "Boston these days".
-_VALUE_TAIL = re.compile(r"(?:,|\s*\(|\s+(?:and|with|since|for|because|but|where|which|as|last|this|next|yesterday|"
-                         r"today|ago)\b).*$|\s+(?:now|currently|these days)$", re.I)
-
-
-@dataclass(frozen=True)
-class Claim:
-    attribute: str
-    subject: str
-    value: str
-
-
-def claim(text: str) -> Claim | None:
-    """The (attribute, subject, value) a fact states, when it matches one of the patterns."""
-    text = text.strip()
-    for attribute, pattern in CLAIM_PATTERNS:
-        m = pattern.match(text)
-        if not m:
-            continue
-        value = _VALUE_TAIL.sub("", m.group("o").strip(" .\"'")).strip().lower()
-        if not value:
-            return None
-        kind = f"{attribute}:{m.group('k').strip().lower()}" if "k" in m.groupdict() and m.group("k") else attribute
-        return Claim(kind, m.group("s").strip().lower(), value)
-    return None
-
-
-def contradicts(new: Claim | None, old: Claim | None) -> bool:
-    if new is None or old is None or new.attribute != old.attribute or new.subject != old.subject:
-        return False
-    return new.value not in old.value and old.value not in new.value
-
 
 @dataclass
 class FactPlan:
@@ -204,7 +157,7 @@ def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar
         if new_claim is None:
             continue
         candidates = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
-                                           status=Memory.Status.ACTIVE, text__istartswith=new_claim.subject)
+                                           status=Memory.Status.ACTIVE, text__icontains=new_claim.subject)
         olds = [m for m in candidates if contradicts(new_claim, claim(m.text))]
         if olds:
             old_vectors = _embed([m.text for m in olds])

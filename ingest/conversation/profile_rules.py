@@ -15,6 +15,15 @@ SINGLE_VALUED = ("name", "location", "occupation")
 OPPOSITES = {"preference": "dislike", "dislike": "preference"}
 MAX_VALUE_WORDS = 6
 # A like or a goal whose object is a clause ("how it shows…", "that Melanie chose…") names no thing.
+# A goal worth a profile names a step in someone's life ("adopt kids", "open a dance studio"); the
+# rest of what people "want to" do in a chat is a wish of the moment ("help people", "make that
+# happen", "join in"): those were most of the rules' wrong items on LoCoMo 0-1 (bench/profiles.py).
+_GOAL_VERBS = re.compile(
+    r"^(?:adopt|become|open|start|buy|move|learn|study|build|write|publish|travel|visit|get|finish|launch|own|run|"
+    r"go|return|pursue|train|compete|apply|graduate|retire|marry|teach|perform|record|release|save|try|take|have|"
+    r"earn|complete|climb|hike|see|enter|expand|grow|sell|create (?:an?|their|my|his|her) (?!safe))\b", re.I)
+# A habit's verb is an action, not "is", "has", "feels" (those are states, read by other rules).
+_NOT_HABIT = re.compile(r"^(?:is|am|are|was|were|has|have|had|feels?|seems?|gets?|does)\b", re.I)
 _VAGUE = re.compile(r"^(?:how|that|what|when|where|why|it|its|this|these|those|both|all|see|make|being)\b", re.I)
 
 _FAMILY = (r"husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|sons|daughter|daughters|kids|children|"
@@ -27,6 +36,10 @@ _JOBS = (r"teacher|nurse|doctor|engineer|developer|programmer|designer|artist|pa
          r"singer|chef|baker|lawyer|accountant|counselor|counsellor|therapist|student|scientist|researcher|"
          r"manager|consultant|photographer|firefighter|police officer|officer|pilot|dancer|coach|trainer|"
          r"veterinarian|vet|mechanic|carpenter|farmer|entrepreneur|ceo|founder|volunteer|mom|dad|parent")
+# Adverbs of an update between the subject and its verb ("I now work at…", "I just moved to…").
+_NOW = r"(?:(?:now|currently|still|just|recently|finally|already|officially) )*"
+_HABIT = (r"(?:every (?:single )?(?:morning|day|night|evening|afternoon|week|weekend|monday|tuesday|wednesday|thursday|"
+          r"friday|saturday|sunday)|each (?:morning|day|night|evening|week)|daily|on weekends)")
 _END = r"(?=$|[.,!?;:()]|\s(?:and|but|because|so|which|who|since|when|with|to help|for)\b|\s-)"
 _VALUE = r"(?P<v>[^.,!?;:()]{2,60}?)" + _END
 
@@ -60,24 +73,37 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
     be = r"(?:\s(?:is|am|was|has been|have been)|\s?['’]m)"
     rules = [
         ("name", rf"\b{p} name is (?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
-        ("location", rf"\b{w} (?:now |currently |still )?(?:lives?|living|am living|is living|resides?) in "
+        ("location", rf"\b{w} {_NOW}(?:lives?|living|am living|is living|resides?) in "
                      rf"(?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
-        ("location", rf"\b{w} (?:just |recently |finally )?(?:moved|relocated|am moving|is moving|'m moving|"
+        ("location", rf"\b{w} {_NOW}(?:moved|relocated|am moving|is moving|'m moving|"
                      rf"have moved|has moved) to (?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
+        ("origin", rf"\b{p} (?:home ?country|home ?town|native country|birthplace),? (?:is )?"
+                   rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w}{be} (?:originally )?from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w} (?:grew up|was born) in (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("origin", rf"\b{w} moved from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         ("occupation", rf"\b{w} (?:works?|am working|is working|worked) as (?:an? )?{_VALUE}"),
         ("occupation", rf"\b{w}{be} (?:now )?(?:an? |the )(?P<v>(?:[\w-]+ )?(?:{_JOBS}))\b"),
         ("occupation", rf"\b{p} (?:job|career|work|profession) (?:is|as) (?:an? )?{_VALUE}"),
-        ("occupation", rf"\b{w} (?:works?|am working|is working) (?:at|for) (?P<v>(?:the )?[A-Z][\w&-]+"
-                       rf"(?: [A-Z][\w&-]+){{0,3}})"),
+        ("occupation", rf"\b{w} {_NOW}(?:works?|am working|is working|started working|began working) (?:at|for) "
+                       rf"(?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+        ("occupation", rf"\b{w} {_NOW}(?:got|landed|started|took|accepted|began) (?:a |an |my |their |his |her )?"
+                       rf"(?:new )?(?:job|position|role) (?:at|with) (?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+        # A trip ahead ("I'm going to Japan next month"): a goal with a place, the window is foresight's.
+        ("goal", rf"\b{w}{be} {_NOW}(?:going|travell?ing|flying|heading) (?:back )?to "
+                 rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("goal", rf"\b{w}{be}? {_NOW}(?:planning|planned|booked|taking) (?:a |an |my |their )?(?:\w+ )?"
+                 rf"(?P<v>(?:trip|vacation|holiday|visit) to [A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        # A habit ("I walk Mochi every morning"): what someone does regularly, as they said it.
+        ("habit", rf"\b{w} (?:usually |always |often )?(?P<v>[a-z]+s? (?:[\w'-]+ ){{0,5}}?{_HABIT})\b"),
         ("family", rf"\b{p} (?P<v>(?:{_FAMILY}))\b"),
         ("family", rf"\b{p} (?:{_FAMILY}) and (?:my |their |his |her )?(?P<v>(?:{_FAMILY}))\b"),
         ("family", rf"\b{w}{be} (?P<v>married|engaged|divorced|single|a (?:mom|mother|dad|father|parent))\b"),
         ("family", rf"\b{w} (?:has|have) (?P<v>(?:a|an|one|two|three|four|\d) (?:{_FAMILY}))\b"),
         ("pet", rf"\b{p} (?:new |pet |little |two |three )?(?P<v>(?:{_PETS})(?:,? (?:named |called )?[A-Z][a-z]+)?)\b"),
-        ("pet", rf"\b{w} (?:has|have|got|adopted|am adopting|is adopting) (?:a |an |two |three )?(?:new |pet )?"
+        # "we got another cat named Bailey": the speaker's household.
+        ("pet", rf"\b(?:{w}|(?P<we>[Ww]e)) (?:also |just )?(?:has|have|got|adopted|am adopting|is adopting) "
+                rf"(?:a |an |two |three |another )?(?:new |pet )?"
                 rf"(?P<v>(?:{_PETS})(?: (?:named|called) [A-Z][a-z]+)?)\b"),
         ("possession", rf"\b{w} (?:just )?(?:bought|got|owns?|has|have) (?:a |an |my |her |his )?(?:new |own )?"
                        rf"(?P<v>(?:[\w-]+ )?(?:{_OWNED}))\b"),
@@ -100,13 +126,19 @@ _ZH_RULES = [
     ("location", re.compile(r"我(?:已经|刚|最近)?搬(?:到|去)了?(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!了住]|$)")),
     ("origin", re.compile(r"我(?:来自|是)(?P<v>[\u4e00-\u9fff]{2,6}?)人(?:[，。！,.!]|$)")),
     ("occupation", re.compile(r"我是(?:一名|一个|一位)(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!]|$)")),
-    ("occupation", re.compile(r"我(?:在(?P<v>[\u4e00-\u9fff\w]{2,12}?)工作)")),
+    ("occupation", re.compile(r"我(?:现在|目前|已经)?(?:换到了?|跳槽到了?|入职了?)(?P<v>[\u4e00-\u9fff\w]{2,12}?)"
+                              r"(?:工作|上班|公司)?(?:了)?(?:[，。！,.!]|$)")),
+    ("occupation", re.compile(r"我(?:现在|目前|已经)?(?:在(?P<v>[\u4e00-\u9fff\w]{2,12}?)工作)")),
     ("occupation", re.compile(r"我的(?:工作|职业)是(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!]|$)")),
     ("family", re.compile(r"我(?:的)?(?P<v>老公|老婆|丈夫|妻子|儿子|女儿|孩子|妈妈|爸爸|母亲|父亲|姐姐|妹妹|哥哥|弟弟|爷爷|奶奶|外婆|外公)")),
     ("pet", re.compile(r"我(?:家)?(?:的|养了|养的)(?:一只|一条|两只)?(?P<v>小?(?:狗|猫|兔子|鹦鹉|仓鼠|金鱼))")),
     ("possession", re.compile(r"我(?:刚)?买了(?:一辆|一台|一套|一个|一把)(?:新)?(?P<v>[\u4e00-\u9fff]{1,4}?)(?:[，。！,.!]|$)")),
     ("dislike", re.compile(r"我(?:很|非常|特别)?(?:不喜欢|讨厌|受不了)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
     ("preference", re.compile(r"我(?:很|非常|特别|最)?(?:喜欢|热爱|爱)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
+    ("goal", re.compile(r"我(?:下个?月|下周|明年|今年|这个?周末|月底|年底)?(?:打算|计划|准备|要)(?P<v>去[\u4e00-\u9fff\w]{2,8}?"
+                        r"(?:旅行|旅游|玩|出差|度假))(?:[，。！,.!]|$)")),
+    ("habit", re.compile(r"我(?P<v>(?:每天|每晚|每周[一二三四五六日天]?|每个周末|周末|平时)(?:早上|晚上|下午)?(?:都|经常|总是)?(?:要|会)?"
+                         r"[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
     ("goal", re.compile(r"我的(?:目标|梦想)是(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
     ("goal", re.compile(r"我(?:希望|梦想|想要)(?:将来|以后)?(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
 ]
@@ -159,16 +191,22 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
         return _distinct(found)
     for category, pattern in _rules_for(tuple(sorted({speaker, *names} - {""}))):
         for m in pattern.finditer(text):
-            who = m.group("who")
+            who = m.group("who") or ("I" if m.groupdict().get("we") else "")
             if who.lower() in ("i", "my"):
                 subject = speaker
             elif who.lower() in ("their", "his", "her"):
                 subject = _last_named(text[:m.start()], names or [speaker]) or speaker
             else:
                 subject = _full_name(who.removesuffix("'s").removesuffix("’s"), names or [speaker])
-            value = _trim(m.group("v"))
+            value = _trim(m.group("v"), 12 if category == "habit" else MAX_VALUE_WORDS)
             if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
                 continue
+            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value):
+                continue
+            if category == "habit" and _NOT_HABIT.match(value):
+                continue
+            if category == "goal" and value[:1].isupper():
+                value = f"travel to {value}"  # a trip's place: "wants to travel to Japan"
             if category == "family" and value.lower() == "family":
                 continue  # "my family" says nothing about who is in it
             if subject and value:
@@ -202,11 +240,11 @@ def _full_name(who: str, names: list[str]) -> str:
     return next((n for n in names if n == who or n.split()[0] == who), who)
 
 
-def _trim(value: str) -> str:
+def _trim(value: str, most: int = MAX_VALUE_WORDS) -> str:
     words = value.strip(" '\"-").split()
     while words and words[-1].lower() in ("the", "a", "an", "to", "of", "my", "and", "so", "really", "very"):
         words.pop()
-    return " ".join(words[:MAX_VALUE_WORDS])
+    return " ".join(words[:most])
 
 
 def _distinct(items: list[RuleItem]) -> list[RuleItem]:

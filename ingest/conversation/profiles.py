@@ -40,7 +40,7 @@ TEMPLATES = {
     "name": "{s}'s name is {v}", "location": "{s} lives in {v}", "origin": "{s} is from {v}",
     "occupation": "{s} works as {v}", "family": "{s}'s family: {v}", "pet": "{s}'s pet: {v}",
     "possession": "{s} has {v}", "preference": "{s} likes {v}", "dislike": "{s} dislikes {v}",
-    "goal": "{s} wants to {v}", "interest": "{s} is interested in {v}",
+    "goal": "{s} wants to {v}", "interest": "{s} is interested in {v}", "habit": "{s}'s habit: {v}",
 }
 
 
@@ -58,12 +58,14 @@ def item_id(kb_id: int, user_id: str, subject: str, category: str, key: str):
 ZH_TEMPLATES = {
     "name": "{s}的名字是{v}", "location": "{s}住在{v}", "origin": "{s}来自{v}", "occupation": "{s}的职业：{v}",
     "family": "{s}的家人：{v}", "pet": "{s}的宠物：{v}", "possession": "{s}有{v}", "preference": "{s}喜欢{v}",
-    "dislike": "{s}不喜欢{v}", "goal": "{s}希望{v}", "interest": "{s}对{v}感兴趣",
+    "dislike": "{s}不喜欢{v}", "goal": "{s}希望{v}", "interest": "{s}对{v}感兴趣", "habit": "{s}的习惯：{v}",
 }
 
 
 def item_text(subject: str, category: str, value: str) -> str:
     templates = ZH_TEMPLATES if re.search(r"[\u4e00-\u9fff]", value) else TEMPLATES
+    if category == "occupation" and value[:1].isupper():
+        return f"{subject} works at {value}"  # an employer ("works at Fabrikam"), not a job title
     return templates.get(category, "{s}: {v}").format(s=subject, v=value)
 
 

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from entities.extraction import find_mentions
+
 # Past forms that must not take a third-person "-s" after "I went" → "Caroline went".
 _IRREGULAR_PAST = set(
     "was were went saw got made took found came gave knew thought told felt left kept met ran said sat stood "
@@ -22,7 +24,10 @@ _MODALS = set("can could will would shall should may might must cannot can't won
 _ADVERBS = set(
     "really just also still never always often usually even actually recently finally sometimes totally "
     "definitely already truly mostly rarely seriously absolutely literally kinda sorta gotta wanna gonna "
-    "only ever generally currently personally honestly first once later".split()
+    "only ever generally currently personally honestly first once later "
+    # Time and negation words of an update ("I now work at…", "I no longer live in…", issue 28).
+    "now no longer not then again newly soon almost nearly hardly barely typically normally probably "
+    "maybe".split()
 )
 _NOT_VERBS = set("and or but to too so as the a an not that this it if in on at of for with about all".split())
 _AGREE = {
@@ -185,7 +190,8 @@ def _apply_agreement(text: str) -> str:
         agreed = _AGREE.get(word.lower().replace("’", "'"), word)
         return (agreed[:1].upper() + agreed[1:] if word[:1].isupper() else agreed) + match.group(2)
 
-    text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,2})", agree, text)
+    # Up to three words: the verb may follow two adverbs ("I now no longer work…" aside, "I just now got…").
+    text = re.sub(r"([\x00\x01])((?:\s+[A-Za-z']+){1,3})", agree, text)
     text = re.sub(r"([A-Za-z'’]+)(\s+)\x02", agree_before, text)  # \x02: the auxiliary before the name
     return text.replace("\x00", "").replace("\x01", "").replace("\x02", "")
 
@@ -196,7 +202,7 @@ def _is_base_verb(word: str) -> bool:
         and word not in _IRREGULAR_PAST
         and word not in _MODALS
         and word not in _NOT_VERBS
-        and not word.endswith("ed")
+        and not (word.endswith("ed") and not word.endswith("eed"))  # "need", "feed" are base forms
         and not word.endswith("ing")
     )
 
@@ -345,6 +351,65 @@ def _is_possessive_her(text: str, end: int) -> bool:
             "by",
         )
     )
+
+
+# "The company reported…", "该公司运营…": a definite description standing for the last name of its kind.
+_DOC_NOUN = re.compile(r"^(?:The|the|This|this) (?P<noun>company|firm|corporation|organi[sz]ation|group|business|bank|"
+                       r"university|school|city|town|country)\b(?!['’]s)")
+_DOC_ZH_NOUN = re.compile(r"^(?:该|这家|此|这个|这所|这座)(?P<noun>公司|企业|集团|机构|组织|银行|大学|学校|城市|国家)")
+_DOC_KIND = {"company": "organization", "firm": "organization", "corporation": "organization",
+             "organization": "organization", "organisation": "organization", "group": "organization",
+             "business": "organization", "bank": "organization", "university": "organization", "school": "organization",
+             "city": "place", "town": "place", "country": "place", "公司": "organization", "企业": "organization",
+             "集团": "organization", "机构": "organization", "组织": "organization", "银行": "organization",
+             "大学": "organization", "学校": "organization", "城市": "place", "国家": "place"}
+_DOC_PERSON = re.compile(r"^(?:(?P<en>He|She)\b|(?P<zh>[他她])(?![们人]))")
+_ZH_ORG_IS = re.compile(r"^(?P<name>[\u4e00-\u9fffA-Za-z]{2,12}?)(?:是|为)[^，。]{0,12}?(?:一家|一个|一所)[^，。]{0,12}?"
+                        r"(?:公司|企业|运营商|集团|银行|大学|机构|组织|厂商|品牌)")
+DOCUMENT_WINDOW = 2  # sentences back in which a document's he/she looks for its one person
+
+
+class DocumentReferents:
+    """The names a document section has used so far, for "the company", "该公司" and a sentence-initial he/she.
+
+    As in chats, a guess is worse than a pronoun left alone: "the company" takes the last
+    organisation named only when one was named in this section, and "He"/"她" the one person named
+    in the last DOCUMENT_WINDOW sentences, if exactly one was.
+    """
+
+    def __init__(self):
+        self.last: dict[str, str] = {}
+        self.people: list[set[str]] = []
+
+    def resolve(self, sentence: str) -> str:
+        noun = _DOC_NOUN.match(sentence) or _DOC_ZH_NOUN.match(sentence)
+        if noun:
+            name = self.last.get(_DOC_KIND[noun.group("noun").lower()], "")
+            return name + sentence[noun.end():] if name else sentence
+        pronoun = _DOC_PERSON.match(sentence)
+        if pronoun:
+            recent = set().union(*self.people[-DOCUMENT_WINDOW:]) if self.people else set()
+            if len(recent) == 1:
+                return recent.pop() + sentence[pronoun.end():]
+        return sentence
+
+    def note(self, sentence: str) -> None:
+        people = set()
+        named_org = _ZH_ORG_IS.match(sentence)  # "盛大网络是中国大陆的一家游戏运营商": jieba tags no organisation
+        if named_org:
+            self.last["organization"] = named_org.group("name")
+        for found in find_mentions(sentence):
+            if found.type in ("organization", "place"):
+                self.last[found.type] = _bare(found.surface)
+            elif found.type == "person":
+                people.add(_bare(found.surface))
+        # A full name and its first part ("Anna Pavlovna Scherer", "Anna Pavlovna") are one person.
+        people = {p for p in people if not any(p != q and p in q for q in people)}
+        self.people.append(people)
+
+
+def _bare(surface: str) -> str:
+    return re.sub(r"['’]s$", "", surface.strip())
 
 
 _DOCUMENT_ANAPHOR = re.compile(r"^(?:It|Its|This|These|They|该|它|此|这)(?=\b|[\u4e00-\u9fff])")

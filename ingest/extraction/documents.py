@@ -1,7 +1,8 @@
 """Document sections: a fact per informative sentence or table row, a summary of the most central sentences.
 
-A sentence in a section is read alone later, so an anaphoric start ("It", "This") gets the section's
-title as a prefix; relative dates resolve against the passage's own time.
+A sentence in a section is read alone later, so "the company", "该公司" and a he/she with one person
+before it become the name (coreference.DocumentReferents), another anaphoric start ("It", "This")
+gets the section's title as a prefix; relative dates resolve against the passage's own time.
 """
 
 import re
@@ -28,10 +29,12 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
                 text = f"{prefix}: {row}" if prefix else row
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
+        referents = coreference.DocumentReferents()  # "the company", "该公司", "She" → the name, per passage
         for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
                 cleaned = clean(clause)
-                text, resolved = resolve_relative_dates(cleaned, reference)
+                text, resolved = resolve_relative_dates(referents.resolve(cleaned), reference)
+                referents.note(cleaned)
                 out.append(
                     Candidate(
                         coreference.prefix_topic(text, label),

@@ -4,7 +4,8 @@ each with an absolute validity window computed from the message's time.
 Deterministic in English and Chinese: a sentence is foresight when it states an intention in the
 first person ("I'm going to…", "we're planning…", "我打算…") or names a future time together with
 something that will happen then ("I'm adopting a puppy next month", "我下周去上海出差", "the
-deadline is Friday"). Questions are not (they ask about someone else's plans). The window starts at
+deadline is Friday"). Questions are not (they ask about someone else's plans), nor are habits ("I walk
+the dog every morning", "我每天早上都去公园散步") unless they start at a dated future time. The window starts at
 the future time named (else at the message) and ends with that day, week, month or year (else
 DEFAULT_HORIZON_DAYS later); a deadline ("by Friday", "截止", "之前") runs from the message to it.
 
@@ -67,6 +68,23 @@ _ZH_FUTURE = re.compile(r"(?:明天|后天|下周|下星期|下个星期|下个�
 _ZH_DEADLINE = re.compile(r"(?:截止|之前|以前|前要|到期|期限)")
 _ZH_QUESTION = re.compile(r"[吗呢？?]\s*$")
 
+# A habit ("I walk the dog every morning", "我每天早上都要去公园散步") holds now and keeps holding: it
+# is a state of the person (a profile item, a fact), not something ahead with a window. Only a habit
+# that starts at a dated future time ("I'll start running every morning next week") is foresight.
+_EN_HABIT = re.compile(
+    rf"\b(?:every (?:single )?(?:morning|day|night|evening|afternoon|week|weekend|month|year|{_WEEKDAY})|"
+    rf"each (?:morning|day|night|evening|week)|daily|nightly|weekly|usually|always|regularly|normally|typically|"
+    rf"habitually|most (?:days|mornings|evenings|nights)|on (?:weekends|weekdays|{_WEEKDAY}s)|"
+    rf"every other (?:day|week))\b", re.I)
+_ZH_HABIT = re.compile(r"(?:每天|每晚|每早|每周|每个?(?:星期|礼拜|月|周末|早上|晚上)|每星期|每逢|经常|总是|通常|平时|"
+                       r"一般都|天天|每日|每年|习惯)")
+
+
+def is_habit(sentence: str) -> bool:
+    """Whether a sentence tells what someone does regularly (in either language)."""
+    return bool(_ZH_HABIT.search(sentence) or _EN_HABIT.search(sentence))
+
+
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -113,6 +131,8 @@ def foresight_of(sentence: str, when: datetime) -> ForesightItem | None:
     if zh and _ZH_QUESTION.search(sentence):
         return None
     day = when.date()
+    if is_habit(sentence) and not _future_dates(sentence, day):
+        return None
     window = _window(sentence, day, zh)
     intent = (_ZH_INTENT.search(sentence) if zh else None) or _EN_INTENT.search(sentence)
     weak = None if zh else _EN_WEAK.search(sentence)

@@ -113,6 +113,10 @@ class AtomicFactItemSerializer(_MemoryItemSerializer):
     valid_until = serializers.DateTimeField(required=False, help_text="foresight: when it closes (exclusive)")
     expired = serializers.BooleanField(required=False, help_text="foresight whose window has ended (demoted)")
     extraction_mode = serializers.ChoiceField(["deterministic", "llm"], required=False)
+    # A question about the past ("used to", "以前") gets back the facts a listed fact superseded.
+    status = serializers.ChoiceField(["superseded"], required=False, help_text=(
+        "present on an older fact shown for a question about the past; current facts omit it"))
+    superseded_by = serializers.UUIDField(required=False, help_text="the fact that replaced it")
 
 
 class ProfileItemSerializer(serializers.Serializer):

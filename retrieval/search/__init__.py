@@ -21,9 +21,10 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import SearchError, SearchRequest
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid, late_interaction, ranking
+from retrieval.search import flat, hybrid, late_interaction, paths, ranking
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
+from retrieval.search.tense import apply_tense
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -54,6 +55,9 @@ class Run:
 
     def vector(self) -> dict:
         return flat.vector(self.scope, self.req, self.base, self.engines)
+
+    def paths(self) -> dict:
+        return paths.search(self.scope, self.req, self.base, self.engines)
 
 
 @metrics.timed_search
@@ -88,6 +92,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
         for key in ("facts", "episodes", "chunks"):
             response[key] = rerank_items(req.query, response.get(key, []))
+    apply_tense(run, response)  # "now" puts the current value first, "used to" brings back the old one
     if req.expand_context:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-Method = Literal["keyword", "vector", "hybrid", "agentic"]
+Method = Literal["keyword", "vector", "hybrid", "agentic", "paths"]
 MemoryType = Literal["episode", "atomic_fact", "chunk", "profile", "foresight"]
 DocumentStatus = Literal["queued", "parsing", "extracting", "indexing", "ready", "failed"]
 

@@ -1,0 +1,82 @@
+"""The present and the past in a question about a user's memory (issue 28).
+
+A superseded fact leaves the indexes (projection.py), but the episode it came from still tells the
+old value in its summary: "Where do I work now?" found the episode of the old job beside the fact of
+the new one. So, after ranking:
+- a question about the present ("now", "currently", "现在", "目前") weighs down an episode holding a
+  fact that was superseded (SUPERSEDED_EPISODE_WEIGHT), so the current value comes first;
+- a question about the past ("used to", "before", "以前") gets back, beside each fact in the
+  response, the older facts it superseded, at its score (the old value is what it asks for), marked
+  `status: "superseded"` with `superseded_by`;
+- any other question is left as it is, and so is a request with `reference_time` or `valid_at`:
+  those name their own moment.
+"""
+
+import re
+
+from memory.models import Memory
+from retrieval import results
+
+# An episode whose fact was superseded still matches the attribute's words as well as the newer
+# one; 0.8 moves it under a comparably relevant current item without hiding what else it holds.
+SUPERSEDED_EPISODE_WEIGHT = 0.8
+MAX_PREDECESSORS = 10  # older facts added per past-tense search at most
+
+_PRESENT = re.compile(r"\b(?:now|currently|current|these days|at the moment|nowadays|presently|at present|"
+                      r"still|anymore|latest)\b|现在|目前|如今|当前|眼下|这阵子", re.I)
+_PAST = re.compile(r"\b(?:used to|did \w+ use to|before|previously|formerly|originally|former|in the past|back then|earlier|"
+                   r"prior|first)\b|以前|之前|过去|原来|曾经|以往|当初|从前", re.I)
+
+
+def tense_of(query: str) -> str:
+    """"past", "present" or "" for a question that names neither (or both)."""
+    past, present = bool(_PAST.search(query)), bool(_PRESENT.search(query))
+    if past == present:
+        return ""
+    return "past" if past else "present"
+
+
+def apply_tense(run, response: dict) -> None:
+    if run.req.reference_time is not None or run.req.filters.get("valid_at"):
+        return
+    tense = tense_of(run.req.query)
+    if tense == "present":
+        _weigh_down_superseded_episodes(response)
+    elif tense == "past":
+        _add_predecessors(run, response)
+
+
+def _weigh_down_superseded_episodes(response: dict) -> None:
+    episodes = response.get("episodes") or []
+    if not episodes:
+        return
+    stale = set(Memory.objects.filter(parent_id__in=[e["id"] for e in episodes], status=Memory.Status.SUPERSEDED)
+                .values_list("parent_id", flat=True))
+    for episode in episodes:
+        if any(str(pk) == episode["id"] for pk in stale):
+            episode["score"] = round(episode["score"] * SUPERSEDED_EPISODE_WEIGHT, 6)
+            episode["scores"] = {**episode.get("scores", {}), "superseded_weight": SUPERSEDED_EPISODE_WEIGHT}
+    episodes.sort(key=lambda item: item["score"], reverse=True)
+
+
+def _add_predecessors(run, response: dict) -> None:
+    facts = response.get("facts") or []
+    if not facts:
+        return
+    score_of = {f["id"]: f["score"] for f in facts}
+    older = Memory.objects.filter(superseded_by_id__in=list(score_of), status=Memory.Status.SUPERSEDED,
+                                  tenant_id=run.scope.tenant.pk, kb_id__in=run.base.kb_ids)
+    if run.base.user_id:
+        older = older.filter(user_id=run.base.user_id)
+    if run.base.session_id:
+        older = older.filter(session_id=run.base.session_id)
+    older = older.select_related("kb").order_by("-updated_at")[:MAX_PREDECESSORS]
+    shown = {f["id"] for f in facts}
+    for memory in older:
+        if str(memory.pk) in shown:
+            continue
+        score = score_of[str(memory.superseded_by_id)]
+        facts.append({**results.fact_item(memory, score, {"superseded_of": score}), "status": "superseded",
+                      "superseded_by": str(memory.superseded_by_id)})
+    facts.sort(key=lambda item: item["score"], reverse=True)
+    del facts[max(len(shown), run.req.limit):]  # top_k still holds: an older value displaces the weakest
