@@ -60,7 +60,8 @@ SCHEMA = (
     "place INTEGER NOT NULL, dim INTEGER NOT NULL, pid INTEGER NOT NULL, seq INTEGER NOT NULL, "
     "document_id INTEGER NOT NULL, fields TEXT NOT NULL, vector BLOB NOT NULL, UNIQUE (place, id, dim))",
     "CREATE INDEX IF NOT EXISTS vec_rows_pid_seq ON vec_rows (pid, seq)",
-    "CREATE INDEX IF NOT EXISTS vec_rows_document ON vec_rows (document_id)",
+    "CREATE INDEX IF NOT EXISTS vec_rows_pid ON vec_rows (pid)",  # (pid, rid): a partition's rows in pages
+    "CREATE INDEX IF NOT EXISTS vec_rows_document ON vec_rows (place, document_id)",
     "CREATE TABLE IF NOT EXISTS vec_gone (pid INTEGER NOT NULL, seq INTEGER NOT NULL, rid INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS vec_gone_pid_seq ON vec_gone (pid, seq)",
 )
@@ -403,26 +404,48 @@ class SqliteVectorIndex:
                 conn.execute("UPDATE vec_rows SET pid = ?, seq = ?, document_id = ?, fields = ?, vector = ? "
                              "WHERE rid = ?", (pid, seq, row.document_id, fields, vector, rid))
 
-    def _matching(self, conn, flt: IndexFilter, after: int = 0) -> Iterator[tuple]:
-        """(rid, id, pid) of every stored row the clean filter matches, any width, by rid from `after`."""
-        place = flt.tenant_id if flt.exclusive else SHARED
-        sql = ("SELECT r.rid, r.id, r.pid, r.fields FROM vec_rows AS r JOIN vec_parts AS p ON p.pid = r.pid "
-               "WHERE r.rid > ? AND p.place = ? AND p.tenant_id = ? AND p.kb_id IN (SELECT value FROM json_each(?))")
-        params: list = [after, place, flt.tenant_id, json.dumps(list(flt.kb_ids))]
+    @staticmethod
+    def _pids(conn, flt: IndexFilter) -> list[int]:
+        """The partitions (any width) the clean filter reaches."""
+        sql = "SELECT pid FROM vec_parts WHERE place = ? AND tenant_id = ? AND kb_id IN (SELECT value FROM json_each(?))"
+        params: list = [flt.tenant_id if flt.exclusive else SHARED, flt.tenant_id, json.dumps(list(flt.kb_ids))]
         if flt.kinds:
-            sql += " AND p.kind IN (SELECT value FROM json_each(?))"
+            sql += " AND kind IN (SELECT value FROM json_each(?))"
             params.append(json.dumps(list(flt.kinds)))
+        return [pid for (pid,) in conn.execute(sql + " ORDER BY pid", params)]
+
+    def _matching(self, conn, flt: IndexFilter) -> Iterator[tuple]:
+        """(rid, id, pid) of every stored row the clean filter matches, any width."""
+        for rid, id_, pid, matched in self._rows(conn, flt):
+            if matched:
+                yield rid, id_, pid
+
+    def _rows(self, conn, flt: IndexFilter, pids: list[int] | None = None, after: int = 0,
+              limit: int = -1) -> Iterator[tuple]:
+        """(rid, id, pid, matches the filter) of the stored rows of `pids` (default: every partition
+        the clean filter reaches) past rid `after` that SQL narrows to, at most `limit` (-1: all);
+        by rid when there is one partition."""
+        place = flt.tenant_id if flt.exclusive else SHARED
+        pids = self._pids(conn, flt) if pids is None else pids
+        if not pids:
+            return
+        # The partitions drive the scan (index on pid, rid), unless ids or documents pick fewer rows.
+        sql = "SELECT r.rid, r.id, r.pid, r.fields FROM vec_rows AS r WHERE r.pid IN (SELECT value FROM json_each(?)) AND r.rid > ?"
+        params: list = [json.dumps(pids), after]
+        if flt.document_ids or flt.ids:  # lets the (place, id) or (place, document_id) index pick the rows
+            sql += " AND r.place = ?"
+            params.append(place)
         if flt.document_ids:
             sql += " AND r.document_id IN (SELECT value FROM json_each(?))"
             params.append(json.dumps(list(flt.document_ids)))
         if flt.ids:
             sql += " AND r.id IN (SELECT value FROM json_each(?))"
             params.append(json.dumps(list(flt.ids)))
-        for rid, id_, pid, fields in conn.execute(sql + " ORDER BY r.rid", params):
+        sql += " ORDER BY r.rid LIMIT ?" if len(pids) == 1 else " LIMIT ?"
+        for rid, id_, pid, fields in conn.execute(sql, [*params, limit]):
             values = json.loads(fields)
             values["id"] = id_
-            if row_matches(values, flt):
-                yield rid, id_, pid
+            yield rid, id_, pid, row_matches(values, flt)
 
     def delete(self, flt: IndexFilter) -> int:
         flt = clean_filter(flt)
@@ -464,18 +487,17 @@ class SqliteVectorIndex:
         return iter(()) if matches_nothing(flt) else self._ids(flt)
 
     def _ids(self, flt: IndexFilter) -> Iterator[str]:
-        after = 0
-        while True:  # keyset pages: no read transaction stays open while the caller iterates
-            with self._transaction(write=False) as conn:
-                page = []
-                for rid, id_, _ in self._matching(conn, flt, after):
-                    page.append(id_)
-                    after = rid
-                    if len(page) == PAGE:
-                        break
-            yield from page
-            if len(page) < PAGE:
-                return
+        with self._transaction(write=False) as conn:
+            pids = self._pids(conn, flt)
+        for pid in pids:  # keyset pages of each partition: no read transaction stays open between pages
+            after = 0
+            while True:
+                with self._transaction(write=False) as conn:
+                    rows = list(self._rows(conn, flt, [pid], after, PAGE))
+                yield from (id_ for _, id_, _, matched in rows if matched)
+                if len(rows) < PAGE:
+                    break
+                after = rows[-1][0]
 
     def _fresh(self, flt: IndexFilter, dim: int) -> list[_Partition]:
         """This process's copies of the partitions the filter reaches, brought up to date."""
