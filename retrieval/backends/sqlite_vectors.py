@@ -203,22 +203,32 @@ class _Partition:
                 self.slot_of_id.pop(self.ids[slot], None)
                 self.dead += 1
         self._grow(self.n + len(rows))
-        for rid, id_, fields_json, blob in rows:
-            slot = self.slot_of.get(rid)
-            if slot is None:
-                slot, self.n = self.n, self.n + 1
-                self.ids.append(id_)
-                self.slot_of[rid] = slot
-            self.slot_of_id[id_] = slot
-            vector = np.frombuffer(blob, dtype=np.float32)
-            norm = float(np.linalg.norm(vector))
-            self.vectors[slot] = vector / norm if norm else vector
-            self.alive[slot] = True
-            for name, value in json.loads(fields_json).items():
+        if rows:
+            slots = np.empty(len(rows), dtype=np.int64)
+            for i, (rid, id_, _, _) in enumerate(rows):
+                slot = self.slot_of.get(rid)
+                if slot is None:
+                    slot, self.n = self.n, self.n + 1
+                    self.ids.append(id_)
+                    self.slot_of[rid] = slot
+                self.slot_of_id[id_] = slot
+                slots[i] = slot
+            # In bulk: one buffer, one normalisation, one scatter per field.
+            matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            self.vectors[slots] = matrix / np.where(norms == 0, 1.0, norms)
+            self.alive[slots] = True
+            fields = [json.loads(r[2]) for r in rows]
+            for name in {name for row in fields for name in row}:
                 col = self.columns.get(name)
                 if col is None:
                     col = self.columns[name] = _Column(len(self.alive))
-                col.codes[slot] = col.code(value)
+                if name in _PARTITION:  # the same in every row of a partition
+                    col.codes[slots] = col.code(fields[0].get(name))
+                    continue
+                code_of, code = col.code_of, col.code
+                col.codes[slots] = [code_of.get(v) if v.__class__ in (str, int) and v in code_of else code(v)
+                                    for v in (row.get(name) for row in fields)]
         self.version = version
         if self.dead > 1000 and self.dead > _COMPACT_SHARE * self.n:
             self._compact()
