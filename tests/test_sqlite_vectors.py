@@ -145,6 +145,16 @@ def test_a_field_the_filter_names_narrows_through_the_copy_and_the_file_alike(sq
     assert _found(index, "alpha", f) == {"chunk:a"} and list(index.ids(f)) == ["chunk:a"] and index.count(f) == 1
 
 
+
+def _write_and_delete_rounds(path):
+    index = SqliteVectorIndex({"path": path})
+    for n in range(6):
+        index.upsert([make_row(f"chunk:w{n}-{i}", "steady row", document_id=2) for i in range(800)])
+        if n % 2:
+            index.delete(IndexFilter(tenant_id=1, kb_ids=(1,), document_ids=(2,), statuses=()))
+        time.sleep(0.05)
+
+
 def test_threads_searching_while_another_process_writes_and_deletes_see_whole_rows(sqlite_vector_index):
     """Searches score a view of the partition taken under its lock while catch-ups grow, overwrite
     and compact it: every hit is a row as some write left it, and the end state is exact."""
@@ -152,6 +162,8 @@ def test_threads_searching_while_another_process_writes_and_deletes_see_whole_ro
 
     index, path = sqlite_vector_index, str(sqlite_vector_index.path)
     index.upsert([make_row(f"chunk:{n}", "steady row", document_id=1) for n in range(2000)])
+    writer = CTX.Process(target=_write_and_delete_rounds, args=(path,))
+    writer.start()  # forked before any thread of this process runs
     stop, errors = threading.Event(), []
 
     def search():
@@ -167,14 +179,9 @@ def test_threads_searching_while_another_process_writes_and_deletes_see_whole_ro
     threads = [threading.Thread(target=search) for _ in range(4)]
     for t in threads:
         t.start()
-    try:
-        for n in range(6):
-            _run(_upsert, path, [make_row(f"chunk:w{n}-{i}", "steady row", document_id=2) for i in range(800)])
-            if n % 2:
-                _run(_delete_document, path, 2)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
-    assert errors == []
+    writer.join(120)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert writer.exitcode == 0 and errors == []
     assert _found(index, "steady row", flt()) == {f"chunk:{n}" for n in range(2000)}  # the last delete took w5
