@@ -3,7 +3,8 @@
 The embedding model takes seconds to load (more on a loaded machine); loaded lazily, the first
 search of a process paid for it inside the engine deadline (`SEARCH_ENGINE_TIMEOUT_SECONDS`) and
 could fail with "the embedding model did not answer". A serving process (the web server, each
-worker process, `manage.py search`, `manage.py mcp`) calls `start()` as it starts: one daemon
+worker process, `manage.py search`, `manage.py mcp`) calls `start()` as it starts, and a search
+in a process that never did (a script, a shell) calls it first: one daemon
 thread loads the embedder of the live build (one query embedded), the text analysis (jieba's
 dictionary) and opens both indexes. A search that arrives meanwhile waits for it in `wait()`
 before any engine call is started, so the deadline counts from a warm process; /healthz reports

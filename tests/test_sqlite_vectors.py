@@ -143,3 +143,45 @@ def test_a_field_the_filter_names_narrows_through_the_copy_and_the_file_alike(sq
     value = "x" if field != "status" else ("x",)
     f = flt(**{name: value})
     assert _found(index, "alpha", f) == {"chunk:a"} and list(index.ids(f)) == ["chunk:a"] and index.count(f) == 1
+
+
+
+def _write_and_delete_rounds(path):
+    index = SqliteVectorIndex({"path": path})
+    for n in range(6):
+        index.upsert([make_row(f"chunk:w{n}-{i}", "steady row", document_id=2) for i in range(800)])
+        if n % 2:
+            index.delete(IndexFilter(tenant_id=1, kb_ids=(1,), document_ids=(2,), statuses=()))
+        time.sleep(0.05)
+
+
+def test_threads_searching_while_another_process_writes_and_deletes_see_whole_rows(sqlite_vector_index):
+    """Searches score a view of the partition taken under its lock while catch-ups grow, overwrite
+    and compact it: every hit is a row as some write left it, and the end state is exact."""
+    import threading
+
+    index, path = sqlite_vector_index, str(sqlite_vector_index.path)
+    index.upsert([make_row(f"chunk:{n}", "steady row", document_id=1) for n in range(2000)])
+    writer = CTX.Process(target=_write_and_delete_rounds, args=(path,))
+    writer.start()  # forked before any thread of this process runs
+    stop, errors = threading.Event(), []
+
+    def search():
+        while not stop.is_set():
+            try:
+                for hit in index.search(hash_vector("steady row"), flt(), 50):
+                    assert hit.extra["kind"] == "chunk" and hit.extra["kb_id"] == 1
+                    assert abs(hit.score - 1.0) < 1e-4  # every row has this vector: a torn one would not
+            except Exception as exc:  # noqa: BLE001 - asserted below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for t in threads:
+        t.start()
+    writer.join(120)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert writer.exitcode == 0 and errors == []
+    assert _found(index, "steady row", flt()) == {f"chunk:{n}" for n in range(2000)}  # the last delete took w5

@@ -62,7 +62,10 @@ class Run:
 
 @metrics.timed_search
 def search(scope: Scope, req: SearchRequest) -> dict:
-    warmup.wait()  # a process still loading its model: wait here, before any engine deadline starts
+    # A process still loading its model and index partitions (or not yet started: a script, a shell)
+    # does it here, before any engine deadline starts.
+    warmup.start()
+    warmup.wait()
     started = time.perf_counter()
     asked = req.query
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
