@@ -220,3 +220,25 @@ def test_up_refuses_a_port_held_by_a_stale_server_and_names_it(tmp_path):
     assert "Loci is up" not in result.stdout
     assert f"Port {port}" in result.stderr and f"pid {holder.pid}" in result.stderr, result.stderr
     assert "LOCI_PORT" in result.stderr
+
+
+def test_a_solo_worker_stops_a_task_at_the_soft_time_limit(settings, monkeypatch, tmp_path):
+    """The solo pool enforces no time limit of its own: the heartbeat's task hooks arm one (SIGALRM)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from ingest import worker_liveness
+    from ingest.tasks import process_document_stage
+
+    settings.LOCI_RUN_DIR = tmp_path
+    settings.CELERY_TASK_SOFT_TIME_LIMIT = 0.3
+    monkeypatch.setattr(worker_liveness, "_solo_pid", os.getpid())
+    monkeypatch.setattr(worker_liveness, "_state", {"hostname": "worker1@test", "state": "idle"})
+    started = time.monotonic()
+    with pytest.raises(SoftTimeLimitExceeded):
+        worker_liveness.on_task_prerun(task=process_document_stage, args=(1, "parse"))
+        assert json.loads((tmp_path / "workers" / "worker1@test.json").read_text())["state"] == "busy"
+        while time.monotonic() - started < 10:  # a stage that never ends on its own
+            pass
+    worker_liveness.on_task_postrun()
+    assert time.monotonic() - started < 5
+    assert json.loads((tmp_path / "workers" / "worker1@test.json").read_text())["state"] == "idle"
