@@ -42,6 +42,13 @@ def api(world, settings):
     return schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
 
 
+def _media_type(operation) -> str | None:
+    """JSON where the operation takes it: a form encoding reads a blank field as an omitted one (DRF's
+    HTML-form rule), which schemathesis counts as invalid data accepted; uploads stay multipart."""
+    types = [body.media_type for body in operation.body]
+    return "application/json" if "application/json" in types else None
+
+
 @pytest.mark.slow
 def test_generated_requests_get_no_5xx_and_answers_the_schema_declares(api, world):
     headers = {"Authorization": f"Bearer {world.alice_key}"}
@@ -53,7 +60,7 @@ def test_generated_requests_get_no_5xx_and_answers_the_schema_declares(api, worl
         for mode, examples in EXAMPLES_PER_OPERATION.items():
             count = max(5, examples // 8) if (operation.method.upper(), operation.path) in HEAVY else examples
 
-            @given(case=operation.as_strategy(generation_mode=mode))
+            @given(case=operation.as_strategy(generation_mode=mode, media_type=_media_type(operation)))
             @settings(max_examples=count, deadline=None, derandomize=True, database=None,
                       phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
             def run(case):
@@ -61,7 +68,7 @@ def test_generated_requests_get_no_5xx_and_answers_the_schema_declares(api, worl
                 response = case.call(headers=headers)
                 try:
                     case.validate_response(response, checks=CHECKS[mode], headers=headers)
-                except Exception as exc:  # collected, so one run reports every disagreement
+                except (Exception, BaseExceptionGroup) as exc:  # collected: one run reports every disagreement
                     failures.append(f"{mode.name} {operation.method.upper()} {operation.path}: "
                                     f"{type(exc).__name__}: {str(exc)[:400]}")
 
