@@ -15,11 +15,14 @@ import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.generation import GenerationMode  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
-    content_type_conformance, negative_data_rejection, response_schema_conformance, status_code_conformance,
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
 )
 
 EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 45, GenerationMode.NEGATIVE: 45}
@@ -63,7 +66,7 @@ def test_generated_requests_get_no_5xx_and_answers_the_schema_declares(api, worl
             @given(case=operation.as_strategy(generation_mode=mode, media_type=_media_type(operation)))
             @settings(max_examples=count, deadline=None, derandomize=True, database=None,
                       phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-            def run(case):
+            def run(case, mode=mode, operation=operation):
                 ran["cases"] += 1
                 response = case.call(headers=headers)
                 try:

@@ -12,10 +12,10 @@ from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
 from loci import metrics
 from loci.backends import DEFAULT_ALIAS, vector_indexes
+from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval.backends.milvus import MilvusVectorIndex
 from retrieval.embeddings import identity
 from retrieval.milvus_lite import ensure_server, release
-from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval.projection import refill_empty_keyword_index
 from tenants.forwarded import untrusted_forwarding_notice
 
