@@ -155,7 +155,8 @@ def _with_length(scope, receive, spooled):
     """The scope with the body's Content-Length (no Transfer-Encoding), and a receive that replays it."""
     length = spooled.seek(0, 2)
     spooled.seek(0)
-    headers = [(name, value) for name, value in scope["headers"] if name not in (b"transfer-encoding", b"content-length")]
+    headers = [(name, value) for name, value in scope["headers"]
+               if name not in (b"transfer-encoding", b"content-length")]
     scope = {**scope, "headers": [*headers, (b"content-length", str(length).encode())], "loci.body_length": length}
     done = False
 

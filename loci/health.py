@@ -134,7 +134,8 @@ def worker_report() -> dict:
     if up:
         report["processes"] = up["children"]
         report["restarting"] = [child["name"] for child in up["children"] if child["state"] == RESTARTING]
-    expects_workers = bool(workers) or any(child["name"].startswith("worker") for child in (up or {}).get("children", ()))
+    children = (up or {}).get("children", ())
+    expects_workers = bool(workers) or any(child["name"].startswith("worker") for child in children)
     if expects_workers:
         report["workers_live"] = sum(w["status"] in (worker_liveness.IDLE, worker_liveness.BUSY) for w in workers)
     return report

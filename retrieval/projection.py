@@ -523,9 +523,10 @@ def _in_play(ids: set[str]) -> set[str]:
     for batch in _batches(chunk_pks):  # bounded IN lists: a stale set can hold a whole KB
         keep |= {chunk_key(pk) for pk in Chunk.objects.filter(pk__in=batch).filter(
             running | (ready & Q(level=Chunk.Level.CHILD))).values_list("pk", flat=True)}
+    expected_memory = Q(status=Memory.Status.ACTIVE) & (ready | Q(document__isnull=True))
     for batch in _batches(memory_pks):
         keep |= {memory_key(pk) for pk in Memory.objects.filter(pk__in=batch).filter(
-            running | (Q(status=Memory.Status.ACTIVE) & (ready | Q(document__isnull=True)))).values_list("pk", flat=True)}
+            running | expected_memory).values_list("pk", flat=True)}
     return keep
 
 

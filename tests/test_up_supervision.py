@@ -141,8 +141,8 @@ def test_up_restarts_killed_and_stuck_workers_while_the_web_server_keeps_serving
         web = [pid for pid, (_, cmd) in descendants(up.pid).items() if "uvicorn" in cmd]
         for pid in mains:
             os.kill(pid, signal.SIGKILL)
-        body = wait_until(lambda: (lambda b: b if b.get("restarting") or b.get("workers_live") == 0 else None)(health(port)),
-                          20, "/healthz says the workers are down or restarting")
+        body = wait_until(lambda: _down_or_restarting(health(port)), 20,
+                          "/healthz says the workers are down or restarting")
         took = ingest_and_wait(env, var, tmp_path, "after-main-kill.txt", port)
         assert [pid for pid, (_, cmd) in descendants(up.pid).items() if "uvicorn" in cmd] == web  # never restarted
         print(f"worker main processes killed: {len(mains)}; /healthz meanwhile: restarting={body.get('restarting')}, "
@@ -154,7 +154,8 @@ def test_up_restarts_killed_and_stuck_workers_while_the_web_server_keeps_serving
         os.kill(frozen, signal.SIGSTOP)
         # up kills it as soon as it is stale, so /healthz may see it stale, or already killed (gone, restarting).
         seen = wait_until(lambda: [w for w in health(port).get("workers", []) if w["pid"] == frozen
-                                   and w["status"] in ("stale", "gone")], 30, "/healthz says the frozen worker is stale")
+                                   and w["status"] in ("stale", "gone")], 30,
+                          "/healthz says the frozen worker is stale")
         wait_until(lambda: frozen not in celery_processes(up.pid)[0] and len(celery_processes(up.pid)[0]) == 2, 60,
                    "up restarts the frozen worker")
         assert "sent no heartbeat" in read_log(log)
@@ -184,6 +185,10 @@ def test_up_restarts_killed_and_stuck_workers_while_the_web_server_keeps_serving
     assert "Traceback" not in output.split("Loci is up")[0], output[-3000:]
 
 
+def _down_or_restarting(body: dict) -> dict | None:
+    return body if body.get("restarting") or body.get("workers_live") == 0 else None
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -211,7 +216,8 @@ def test_up_refuses_a_port_held_by_a_stale_server_and_names_it(tmp_path):
         assert holder.stdout.readline().strip() == "listening"
         env = app_env(tmp_path / "var", LOCI_PORT=str(port))
         manage(env, "migrate", "--no-input", "-v", "0")
-        result = subprocess.run([PYTHON, "manage.py", "up"], cwd=REPO, env=env, capture_output=True, text=True,
+        result = subprocess.run([PYTHON, "manage.py", "up"], check=False, cwd=REPO, env=env, capture_output=True,
+                                text=True,
                                 timeout=120)
     finally:
         holder.kill()
@@ -220,3 +226,25 @@ def test_up_refuses_a_port_held_by_a_stale_server_and_names_it(tmp_path):
     assert "Loci is up" not in result.stdout
     assert f"Port {port}" in result.stderr and f"pid {holder.pid}" in result.stderr, result.stderr
     assert "LOCI_PORT" in result.stderr
+
+
+def test_a_solo_worker_stops_a_task_at_the_soft_time_limit(settings, monkeypatch, tmp_path):
+    """The solo pool enforces no time limit of its own: the heartbeat's task hooks arm one (SIGALRM)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from ingest import worker_liveness
+    from ingest.tasks import process_document_stage
+
+    settings.LOCI_RUN_DIR = tmp_path
+    settings.CELERY_TASK_SOFT_TIME_LIMIT = 0.3
+    monkeypatch.setattr(worker_liveness, "_solo_pid", os.getpid())
+    monkeypatch.setattr(worker_liveness, "_state", {"hostname": "worker1@test", "state": "idle"})
+    started = time.monotonic()
+    with pytest.raises(SoftTimeLimitExceeded):
+        worker_liveness.on_task_prerun(task=process_document_stage, args=(1, "parse"))
+        assert json.loads((tmp_path / "workers" / "worker1@test.json").read_text())["state"] == "busy"
+        while time.monotonic() - started < 10:  # a stage that never ends on its own
+            pass
+    worker_liveness.on_task_postrun()
+    assert time.monotonic() - started < 5
+    assert json.loads((tmp_path / "workers" / "worker1@test.json").read_text())["state"] == "idle"

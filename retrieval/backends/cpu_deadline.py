@@ -14,5 +14,5 @@ def get() -> float | None:
     return getattr(_local, "deadline", None)
 
 
-def set(deadline: float | None) -> None:  # noqa: A001  (the module is the namespace: cpu_deadline.set)
+def set(deadline: float | None) -> None:
     _local.deadline = deadline

@@ -10,6 +10,11 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class KnowledgeBaseSerializer(serializers.ModelSerializer):
+    # A language tag or "auto", checked as the schema states it: a free CharField took whitespace the
+    # serializer trimmed to nothing and then stored the default (schemathesis, issue 30).
+    language = serializers.RegexField(r"^(auto|[a-z]{2,3}(-[A-Za-z0-9]{2,8})?)$", max_length=16, required=False,
+                                      trim_whitespace=False, help_text="default language: auto, en, zh, zh-Hans, …",
+                                      error_messages={"invalid": "Use 'auto' or a language tag: en, zh, zh-Hans…"})
     document_count = serializers.IntegerField(read_only=True, default=0)
     memory_count = serializers.IntegerField(read_only=True, default=0)
 

@@ -2,6 +2,7 @@ import json
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from memory.actions import delete_document, delete_knowledge_base, delete_tenant
 from memory.curation import delete_memories, delete_memories_in_scope
@@ -43,8 +44,31 @@ class Command(BaseCommand):
         what, run = self._plan(tenant, scope, kbs, opts, picked[0] if picked else None)
         if not opts["yes"]:
             raise CommandError(f"Would delete {what}; run again with --yes.")
-        deleted = run()
+        deleted = self._delete(what, run)
         self.stdout.write(json.dumps({"deleted": what, **({"memories": deleted} if isinstance(deleted, int) else {})}))
+
+    def _delete(self, what: str, run):
+        """Run the delete; if the database part committed but removing index rows failed, say exactly that.
+
+        Exit 1 either way, but a retry would find nothing to delete: the rows left behind are in
+        knowledge bases the database still knows (or under a removed KB's tombstone), so `reconcile`
+        reports them and `reconcile --repair` removes them.
+        """
+        committed = []
+        try:
+            # The action's own transaction nests in this one, so its index removals run on this
+            # commit, after the marker registered first.
+            with transaction.atomic():
+                transaction.on_commit(lambda: committed.append(True))
+                return run()
+        except Exception as exc:
+            if not committed:
+                raise
+            raise CommandError(
+                f"Deleted {what} from the database, but removing its rows from the indexes failed "
+                f"({type(exc).__name__}: {str(exc)[:300]}). There is nothing left to delete: "
+                "`manage.py reconcile` reports the rows left behind and `manage.py reconcile --repair` "
+                "removes them.") from exc
 
     def _plan(self, tenant, scope, kbs, opts, picked):
         if picked == "document":
