@@ -71,11 +71,14 @@ def test_reconcile_reports_missing_and_stale_vectors_and_repair_restores_them(wo
 
 
 def test_reindex_rebuilds_the_projection_from_the_database(world, memories):
-    TokenVectors.objects.all().delete()
+    TokenVectors.objects.filter(memory__kind="atomic_fact").delete()
+    TokenVectors.objects.filter(memory__kind="episode").update(model="colbert-of-another-build")
 
     reindex()
 
     assert stored_texts() == set(ENGLISH)
+    assert set(TokenVectors.objects.values_list("model", flat=True)) == {token_vectors.model().name}
+    assert TokenVectors.objects.count() == 2 * len(ENGLISH)
     assert reconcile(world.acme)["late_interaction"]["missing"] == 0
 
 
