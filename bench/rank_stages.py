@@ -12,7 +12,8 @@ conversation (the recall-channel candidate). CPU seconds per stage are recorded.
 
 `--replay` reorders offline. Every variant's one weight is chosen on the dev conversations (even
 indices) and reported on the held-out ones (odd indices), and the reverse; the table gives the
-held-out figures of both folds, pooled, beside the stage off, on the same candidates.
+held-out figures of both folds, pooled, beside the stage off, on the same candidates. With
+`--by-question` the folds are a single conversation's even and odd questions.
 """
 
 import argparse
@@ -210,9 +211,12 @@ def mean_recall(rows, variant, w, k=10) -> float:
     return float(np.mean([recall(ranked_by(r, variant, w), r["evidence"], k) for r in rows])) if rows else 0.0
 
 
-def replay(path: Path) -> dict:
+def replay(path: Path, by_question: bool = False) -> dict:
+    """`by_question`: the folds are the questions of even and odd position (one conversation collected)."""
     data = json.loads(path.read_text())
     rows = data["rows"]
+    if by_question:
+        rows = [{**row, "conv": n % 2} for n, row in enumerate(rows)]
     convs = sorted({r["conv"] for r in rows})
     folds = [([c for c in convs if c % 2 == 0], [c for c in convs if c % 2 == 1]),
              ([c for c in convs if c % 2 == 1], [c for c in convs if c % 2 == 0])]
@@ -254,10 +258,10 @@ def main(argv=None) -> int:
     parser.add_argument("--collect", help="ingest, search and score; write the rows to this JSON file")
     parser.add_argument("--replay", help="reorder the rows of this file, weights chosen on dev, held-out figures")
     parser.add_argument("--embedding-cache")
+    parser.add_argument("--by-question", action="store_true", help="replay folds: even/odd questions, not conversations")
     parser.add_argument("--reuse", help="a var dir whose conversations are ingested: only search and score")
     parser.add_argument("--cpu-budget", type=float, default=0.0, help="stop scoring after this many CPU seconds")
     parser.add_argument("--no-ce", action="store_true", help="skip the cross-encoder")
-    parser.add_argument("--ingest-cost", action="store_true", help="ingestion CPU with and without the projection")
     args = parser.parse_args(argv)
     if args.collect:
         global CE_TOP
@@ -265,10 +269,8 @@ def main(argv=None) -> int:
             CE_TOP = 0
         collect(Path(args.path), [int(i) for i in args.convs.split(",")], Path(args.collect), args.embedding_cache,
                 args.reuse, args.cpu_budget)
-    if args.ingest_cost:
-        print(json.dumps(ingest_cost(Path(args.path), [int(i) for i in args.convs.split(",")], args.embedding_cache)))
     if args.replay:
-        print(json.dumps(replay(Path(args.replay)), indent=1))
+        print(json.dumps(replay(Path(args.replay), args.by_question), indent=1))
     return 0
 
 

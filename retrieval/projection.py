@@ -379,6 +379,7 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
             log_progress(f"switched to build {new.number}; dropping build {state.live.number}")
         time.sleep(float(settings.LOCI_REINDEX_DRAIN_SECONDS))  # searches already under way on the old build
         _drop_build(state.live.number)
+        token_vectors.drop_other_models()  # every row of the current model was written by the pass above
     return {"tenants": len(tenants), "rows": total, "build": new.number, "embedder": alias, "model": new.model}
 
 

@@ -171,6 +171,13 @@ def count(flt: IndexFilter) -> int:
     return TokenVectors.objects.filter(_selecting(flt)).count()
 
 
+def drop_other_models() -> int:
+    """After a reindex: the rows of any model but the current one (a changed model's leftovers)."""
+    if not enabled():
+        return 0
+    return TokenVectors.objects.exclude(model=model().name).delete()[0]
+
+
 def reconcile(expected: dict[str, IndexRow], tenant_id: int, *, repair: bool) -> dict:
     """Compare the stored vectors of a tenant with its expected rows; with repair, write and drop."""
     if not enabled():

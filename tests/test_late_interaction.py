@@ -71,11 +71,14 @@ def test_reconcile_reports_missing_and_stale_vectors_and_repair_restores_them(wo
 
 
 def test_reindex_rebuilds_the_projection_from_the_database(world, memories):
-    TokenVectors.objects.all().delete()
+    TokenVectors.objects.filter(memory__kind="atomic_fact").delete()
+    TokenVectors.objects.filter(memory__kind="episode").update(model="colbert-of-another-build")
 
     reindex()
 
     assert stored_texts() == set(ENGLISH)
+    assert set(TokenVectors.objects.values_list("model", flat=True)) == {token_vectors.model().name}
+    assert TokenVectors.objects.count() == 2 * len(ENGLISH)
     assert reconcile(world.acme)["late_interaction"]["missing"] == 0
 
 
@@ -126,3 +129,13 @@ def test_a_precise_search_reranks_with_the_local_cross_encoder(world, memories, 
     facts = response["facts"]
     assert facts[0]["atomic_fact"] == ENGLISH[1]
     assert all(0.0 <= f["scores"]["rerank"] <= 1.0 and f["score"] == f["scores"]["rerank"] for f in facts)
+
+
+def test_the_why_view_shows_the_late_interaction_score(world, memories):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(world.alice)
+    body = client.get("/search/?q=Who+ran+a+marathon+in+Boston%3F&method=hybrid").content.decode()
+
+    assert "ColBERT MaxSim of the query" in body and "hybrid&#x27;s calibrated relevance" in body

@@ -15,6 +15,7 @@ as before. Chinese or mixed text (query or item) keeps hybrid's relevance: the m
 Each list is then cut back to the request's top_k.
 """
 
+import logging
 import math
 
 from django.conf import settings
@@ -22,6 +23,8 @@ from django.conf import settings
 from retrieval import token_vectors
 from retrieval.relevance import logit, platt, script
 from retrieval.search.ranking import LISTS
+
+log = logging.getLogger(__name__)
 
 KEY_OF = {"facts": "memory", "episodes": "memory", "chunks": "chunk"}
 
@@ -45,10 +48,26 @@ def relevance(hybrid: float, maxsim: float) -> float:
 
 
 def rescore(query: str, response: dict, limit: int) -> None:
-    """Rescore the English items of `response` in place, re-sort each list and cut it to `limit`."""
+    """Rescore the English items of `response` in place, re-sort each list and cut it to `limit`.
+
+    A model that cannot run (its package missing, a file not the pinned one) degrades the search to
+    hybrid's own scores with a warning, as a reranker outage does: it must not fail the search."""
+    english = [(key, item) for key in LISTS for item in response.get(key, []) if script(text_of(item)) == "latin"]
+    try:
+        _score(query, english)
+    except Exception as exc:
+        log.warning("late interaction failed, keeping hybrid's relevance: %s", exc)
+        for _, item in english:
+            item["score"] = item["scores"].pop("hybrid_relevance", item["score"])
+            item["scores"].pop("late_interaction", None)
+    for key in LISTS:
+        if key in response:
+            response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)[:limit]
+
+
+def _score(query: str, english: list[tuple[str, dict]]) -> None:
     from retrieval import colbert
 
-    english = [(key, item) for key in LISTS for item in response.get(key, []) if script(text_of(item)) == "latin"]
     if english:
         model = token_vectors.model()
         ids = [f"{KEY_OF[key]}:{item['id']}" for key, item in english]
@@ -64,6 +83,3 @@ def rescore(query: str, response: dict, limit: int) -> None:
             item["scores"]["hybrid_relevance"] = hybrid
             item["scores"]["late_interaction"] = round(score, 6)
             item["score"] = round(relevance(hybrid, score), 6) if math.isfinite(score) else hybrid
-    for key in LISTS:
-        if key in response:
-            response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)[:limit]
