@@ -70,7 +70,12 @@ def test_the_new_job_and_the_move_supersede_the_old_ones_with_history(alice):
 
 @pytest.mark.parametrize("question", ["Where do I work now?", "我现在在哪里工作？", "Which company am I currently at?"])
 def test_a_question_about_the_present_gets_the_current_employer_first(alice, question):
-    assert first_mentioning(search(alice, question), ("Fabrikam", "Contoso")) == "Fabrikam"
+    body = search(alice, question)
+    assert first_mentioning(body, ("Fabrikam", "Contoso")) == "Fabrikam"
+    # The older job is still there, under the newer one and marked: the update is evidence of both.
+    new = next(f for f in body["facts"] if "Fabrikam" in f["atomic_fact"])
+    old = next(f for f in body["facts"] if "Contoso" in f["atomic_fact"])
+    assert old["status"] == "superseded" and old["rank"] > new["rank"]
 
 
 @pytest.mark.parametrize("question", ["Where did I use to work before?", "我以前在哪里工作？"])
@@ -78,6 +83,8 @@ def test_a_question_about_the_past_still_finds_the_old_employer(alice, question)
     facts = search(alice, question)["facts"]
     old = [f for f in facts if "Contoso" in f["atomic_fact"]]
     assert old and old[0]["status"] == "superseded" and old[0]["superseded_by"] == str(fact("Fabrikam").pk)
+    new = next(f for f in facts if "Fabrikam" in f["atomic_fact"])
+    assert old[0]["rank"] < new["rank"]  # about the past: the older value first
 
 
 def test_the_profile_holds_the_obvious_items_each_citing_its_facts(alice):

@@ -5,11 +5,11 @@ old value in its summary: "Where do I work now?" found the episode of the old jo
 the new one. So, after ranking:
 - a question about the present ("now", "currently", "现在", "目前") weighs down an episode holding a
   fact that was superseded (SUPERSEDED_EPISODE_WEIGHT), so the current value comes first;
-- a question about the past ("used to", "before", "以前") gets back, beside each fact in the
-  response, the older facts it superseded, at its score (the old value is what it asks for), marked
-  `status: "superseded"` with `superseded_by`;
-- any other question is left as it is, and so is a request with `reference_time` or `valid_at`:
-  those name their own moment.
+- beside each fact in the response come the older facts it superseded, marked `status:
+  "superseded"` with `superseded_by`: just above it for a question about the past ("used to",
+  "before", "以前": the old value is what it asks for), under it (×SUPERSEDED_FACT_WEIGHT) for any
+  other, since an update is evidence of both values;
+- a request with `reference_time` or `valid_at` is left as it is: it names its own moment.
 """
 
 import re
@@ -20,7 +20,12 @@ from retrieval import results
 # An episode whose fact was superseded still matches the attribute's words as well as the newer
 # one; 0.8 moves it under a comparably relevant current item without hiding what else it holds.
 SUPERSEDED_EPISODE_WEIGHT = 0.8
-MAX_PREDECESSORS = 10  # older facts added per past-tense search at most
+# A question not about the past still sees what a listed fact superseded, under it: "What time do I
+# wake up on Saturdays?" is answered by the newer time, and the older one tells it changed (LongMemEval
+# counts both sessions as the evidence of a knowledge update).
+SUPERSEDED_FACT_WEIGHT = 0.9
+PAST_PREDECESSOR_SHIFT = 1e-6  # about the past: the older value just above the one that replaced it
+MAX_PREDECESSORS = 10  # older facts added per search at most
 
 _PRESENT = re.compile(r"\b(?:now|currently|current|these days|at the moment|nowadays|presently|at present|"
                       r"still|anymore|latest)\b|现在|目前|如今|当前|眼下|这阵子", re.I)
@@ -42,8 +47,7 @@ def apply_tense(run, response: dict) -> None:
     tense = tense_of(run.req.query)
     if tense == "present":
         _weigh_down_superseded_episodes(response)
-    elif tense == "past":
-        _add_predecessors(run, response)
+    _add_predecessors(run, response, PAST_PREDECESSOR_SHIFT if tense == "past" else None)
 
 
 def _weigh_down_superseded_episodes(response: dict) -> None:
@@ -59,7 +63,9 @@ def _weigh_down_superseded_episodes(response: dict) -> None:
     episodes.sort(key=lambda item: item["score"], reverse=True)
 
 
-def _add_predecessors(run, response: dict) -> None:
+def _add_predecessors(run, response: dict, shift: float | None) -> None:
+    """Beside each listed fact, the older facts it superseded: just above it for a question about the
+    past (`shift`), else under it (SUPERSEDED_FACT_WEIGHT): an update is evidence of both values."""
     facts = response.get("facts") or []
     if not facts:
         return
@@ -75,8 +81,9 @@ def _add_predecessors(run, response: dict) -> None:
     for memory in older:
         if str(memory.pk) in shown:
             continue
-        score = score_of[str(memory.superseded_by_id)]
-        facts.append({**results.fact_item(memory, score, {"superseded_of": score}), "status": "superseded",
+        newer = score_of[str(memory.superseded_by_id)]
+        score = newer + shift if shift is not None else newer * SUPERSEDED_FACT_WEIGHT
+        facts.append({**results.fact_item(memory, score, {"superseded_of": newer}), "status": "superseded",
                       "superseded_by": str(memory.superseded_by_id)})
     facts.sort(key=lambda item: item["score"], reverse=True)
     del facts[max(len(shown), run.req.limit):]  # top_k still holds: an older value displaces the weakest
