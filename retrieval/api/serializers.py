@@ -19,6 +19,14 @@ class SearchFiltersSerializer(serializers.Serializer):
     session_id = serializers.CharField(max_length=200, required=False)
     valid_at = serializers.CharField(required=False, help_text="ISO date or date-time: only foresight whose "
                                                                "validity window holds then")
+    agent_id = serializers.CharField(max_length=200, required=False,
+                                     help_text="memories of this agent; \"*\": of every agent and of none. "
+                                               "Default: only memories written under no agent")
+    group_id = serializers.CharField(max_length=200, required=False, help_text="memories of this group chat")
+    run_id = serializers.CharField(max_length=200, required=False, help_text="memories of this run (Mem0's run_id)")
+    metadata = serializers.DictField(required=False, help_text="{key: value}, {key: [values]} (any of them), or "
+                                                               "{key: {\"gte\": 3, \"lt\": 10}} (gt, gte, lt, lte, "
+                                                               "eq, in); every key must hold")
 
 
 class SearchRequestSerializer(serializers.Serializer):
@@ -26,7 +34,7 @@ class SearchRequestSerializer(serializers.Serializer):
     method = serializers.ChoiceField(METHODS, default="hybrid")
     memory_types = serializers.ListField(child=serializers.ChoiceField(MEMORY_TYPES), required=False,
                                          help_text="default: episode and atomic_fact; add chunk for raw chunks")
-    filters = SearchFiltersSerializer(required=False, help_text="group_id and agent_id are refused (400)")
+    filters = SearchFiltersSerializer(required=False, help_text="an unknown filter is refused (400)")
     top_k = serializers.IntegerField(min_value=-1, max_value=MAX_TOP_K, default=10,
                                      help_text=f"1 to {MAX_TOP_K}; -1: everything above the similarity floor "
                                                "(vector), capped at the maximum")

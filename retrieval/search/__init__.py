@@ -19,7 +19,7 @@ from loci.dates import resolve_relative_dates
 from retrieval import results
 from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
-from retrieval.request import SearchError, SearchRequest
+from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
 from retrieval.search import flat, hybrid, ranking
 from retrieval.search.engines import EngineError, Engines
@@ -115,6 +115,11 @@ def permission_filter(scope: Scope, req: SearchRequest) -> IndexFilter:
         document_ids=tuple(req.filters.get("document_id", ())),
         user_id=req.filters.get("user_id"),
         session_id=req.filters.get("session_id"),
+        # No agent named: memories of no agent only; "*": every agent's (see retrieval.request.ANY_AGENT).
+        agent_id=None if req.filters.get("agent_id") == ANY_AGENT else req.filters.get("agent_id", ""),
+        group_id=req.filters.get("group_id"),
+        run_id=req.filters.get("run_id"),
+        metadata=index_conditions(req.filters.get("metadata", {})),
     )
 
 

@@ -77,6 +77,9 @@ def valid_foresight_ids(flt: IndexFilter, at: str) -> list[str]:
         qs = qs.filter(user_id=flt.user_id)
     if flt.session_id:
         qs = qs.filter(session_id=flt.session_id)
+    for field in ("agent_id", "group_id", "run_id"):
+        if getattr(flt, field) is not None:
+            qs = qs.filter(**{field: getattr(flt, field)})
     if flt.document_ids:
         qs = qs.filter(document_id__in=flt.document_ids)
     # Text comparison of one fixed UTC format is time comparison, in SQLite and PostgreSQL alike.
