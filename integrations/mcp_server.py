@@ -70,6 +70,10 @@ class SearchFilters(TypedDict, total=False):
     document_id: list[int]
     user_id: str
     session_id: str
+    agent_id: str  # this agent's memories; "*": every agent's; absent: memories of no agent only
+    group_id: str
+    run_id: str
+    metadata: dict[str, Any]  # {key: value | [values] | {"gte": n, "lt": n, ...}}
 
 
 def build_server(key_for: KeyFor) -> MCPServer:
@@ -81,17 +85,22 @@ def build_server(key_for: KeyFor) -> MCPServer:
 
     @server.tool()
     async def add_messages(user_id: str, session_id: str, messages: list[ChatMessage], ctx: Context,
-                           kb: str | None = None, agent_id: str = "", group_id: str = "") -> dict[str, Any]:
-        """Store chat turns of one session; the MemCells they complete are extracted into memories at once."""
+                           kb: str | None = None, agent_id: str = "", group_id: str = "", run_id: str = "",
+                           metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store chat turns of one session; the MemCells they complete are extracted into memories at once.
+
+        agent_id, group_id, run_id scope the memories (a search sees an agent's only when it names the
+        agent); metadata (up to 16 string or number values) is kept on each memory and filterable."""
         body = {"user_id": user_id, "session_id": session_id, "messages": messages, "agent_id": agent_id,
-                "group_id": group_id, **({"kb": kb} if kb else {})}
+                "group_id": group_id, "run_id": run_id, "metadata": metadata or {}, **({"kb": kb} if kb else {})}
 
         def work(scope):
             data = _valid(AccumulateSerializer, body)
             target = conversation.conversation_kb(scope, data.get("kb"))
             result = conversation.accumulate_messages(
                 scope, target, user_id=data["user_id"], session_id=data["session_id"], messages=data["messages"],
-                agent_id=data["agent_id"], group_id=data["group_id"])
+                agent_id=data["agent_id"], group_id=data["group_id"], run_id=data["run_id"],
+                metadata=data["metadata"])
             return {**result, "kb": target.slug}
 
         return await act(ctx, work, write=True)

@@ -182,3 +182,22 @@ def test_a_locked_out_address_gets_rate_limited_with_retry_after(server):
         locked.knowledge_bases.list()  # the right key too, from that address, until the window ends
     with Loci(base, keys["alice"]) as alice:
         assert alice.knowledge_bases.list()  # other addresses are not affected
+
+
+def test_scopes_and_metadata_through_the_client(server):
+    base, keys = server
+    with Loci(base, keys["alice"]) as loci:
+        loci.memories.add("u5", "build", turns("The release build fails on the sitemap step.",
+                                               "I fixed the sitemap generator; the release builds again."),
+                          kb="conversations", agent_id="code-bot", group_id="web", metadata={"repo": "site"})
+        loci.memories.flush("u5", "build", kb="conversations")
+        query = dict(method="keyword", top_k=5)
+        unscoped = loci.search("sitemap generator", filters={"user_id": "u5"}, **query)
+        assert not unscoped["facts"] and not unscoped["episodes"]  # a user-level search names no agent
+        found = loci.search("sitemap generator", filters={"user_id": "u5", "agent_id": "code-bot", "group_id": "web",
+                                                          "metadata": {"repo": ["site", "docs"]}}, **query)
+        assert found["facts"] or found["episodes"]
+        page = loci.memories.list(user_id="u5", agent_id="code-bot")
+        assert page["count"] >= 1 and page["results"][0]["metadata"] == {"repo": "site"}
+        with pytest.raises(BadRequest):
+            loci.search("x", filters={"metadata": {"repo": {"near": 1}}})

@@ -388,6 +388,27 @@ def test_keyword_search_renders_highlighted_results_with_sources(world, memo):
     assert "fake-memo" not in other.content.decode()
 
 
+def test_search_filters_by_agent_and_metadata(world, memo):
+    from retrieval.backends import keyword_index
+    from retrieval.projection import row_for_memory
+
+    fact = Memory.objects.filter(kind="atomic_fact").first()
+    Memory.objects.filter(pk=fact.pk).update(agent_id="planner", user_metadata={"category": "budget"})
+    keyword_index().upsert([row_for_memory(m) for m in Memory.objects.all()])
+    client = client_for(world.alice)
+
+    def found(extra: str) -> bool:
+        response = client.get("/search/?q=launch+budget&method=keyword&top_k=50&chunks=&" + extra)
+        assert response.status_code == 200, response.content.decode()[-500:]
+        return fact.text.split()[0] in response.content.decode() and str(fact.pk) in response.content.decode()
+
+    assert not found("")  # no agent named: the planner's memory is not shown
+    assert found("agent_id=planner") and found("agent_id=*&metadata=%7B%22category%22%3A%22budget%22%7D")
+    assert not found("agent_id=planner&metadata=%7B%22category%22%3A%22other%22%7D")
+    bad = client.get("/search/?q=budget&metadata=%7Bnope")
+    assert bad.status_code == 400 and "must be a JSON object" in bad.content.decode()
+
+
 def test_a_backend_failure_is_shown_as_unavailable(world, monkeypatch):
     def down(scope, request):
         raise ConnectionError("the vector index did not answer")

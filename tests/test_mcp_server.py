@@ -269,3 +269,25 @@ def test_http_a_missing_or_bad_key_is_refused_with_401(installation, web, key):
 
     with pytest.raises(Exception):
         asyncio.run(connect())
+
+
+def test_stdio_scopes_and_metadata_are_written_and_filtered(installation):
+    env, keys = installation
+
+    async def scenario():
+        async with stdio(env, keys["alice"]) as client:
+            await call(client, "add_messages", user_id="u9", session_id="trip", kb="conversations",
+                       agent_id="travel-bot", run_id="r7", metadata={"category": "travel", "nights": 3},
+                       messages=turns("Book the Kyoto ryokan for three nights in April.", "Booked the ryokan."))
+            await call(client, "flush", user_id="u9", session_id="trip", kb="conversations")
+            query = {"query": "Kyoto ryokan", "method": "keyword"}
+            assert texts(await call(client, "search", **query, filters={"user_id": "u9"})) == []  # no agent named
+            mine = await call(client, "search", **query, filters={"user_id": "u9", "agent_id": "travel-bot",
+                                                                   "run_id": "r7", "metadata": {"nights": {"gte": 3}}})
+            assert any("ryokan" in t for t in texts(mine))
+            assert texts(await call(client, "search", **query, filters={
+                "agent_id": "*", "metadata": {"category": "work"}})) == []
+            assert "keys must start with a letter" in await refusal(client, "search", query="x", filters={
+                "metadata": {"a b": 1}})
+
+    asyncio.run(scenario())
