@@ -384,3 +384,26 @@ class MemoryHistory(models.Model):
 
     def __str__(self):
         return f"{self.event} {self.memory_id}"
+
+
+class CaseCluster(models.Model):
+    """One cluster of agent cases in one scope (tenant, KB, user, agent): the seed's clustering manager's
+    state, persisted so clustering is incremental. A case joins the cluster whose centroid is nearest
+    when it is similar enough and the cluster was last fed within the time gap; else it starts one.
+    A cluster with enough successful cases yields a skill (`skill`, a Memory of kind agent_skill)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="case_clusters")
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="case_clusters")
+    user_id = models.CharField(max_length=200, blank=True)
+    agent_id = models.CharField(max_length=200, blank=True)
+    centroid = models.JSONField(default=list, help_text="mean embedding of its cases' tasks")
+    case_ids = models.JSONField(default=list, help_text="its cases, in the order they joined")
+    last_at = models.DateTimeField(help_text="when its latest case happened")
+    skill = models.ForeignKey(Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "kb", "user_id", "agent_id"])]
+
+    def __str__(self):
+        return f"cluster {self.pk} of {self.user_id}/{self.agent_id}: {len(self.case_ids)} cases"

@@ -7,7 +7,7 @@ from memory import user_metadata
 from retrieval.backends.base import MetadataCondition
 
 METHODS = ("keyword", "vector", "hybrid", "agentic")
-MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
+MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill")
 FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata")
 # `filters.agent_id` "*": memories of every agent (and of none). Without agent_id a search sees only
 # memories written under no agent: an agent's memory reaches a user-level search only when asked for.

@@ -30,7 +30,7 @@ from tenants.api.scoping import request_scope
 
 MAX_MESSAGES_PER_REQUEST = 500
 ORDERINGS = ("created_at", "-created_at", "occurred_at", "-occurred_at")
-MEMORY_TYPES = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT)
+MEMORY_TYPES = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT, Memory.Kind.AGENT_CASE, Memory.Kind.AGENT_SKILL)
 
 
 class MessageSerializer(serializers.Serializer):

@@ -17,11 +17,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from entities.actions import link_memories
+from ingest.conversation.agent_cases import agent_case_memories
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
 from ingest.conversation.profiles import plan_profiles, update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
+from ingest.conversation.skills import cluster_cases
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.extraction.dates import dated
@@ -229,14 +231,18 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
             foresight = foresight_memories(episode, future, attributed)
             inherit_scope(foresight, episode)
             Memory.objects.bulk_create(foresight)
+            cases = agent_case_memories(episode, messages)  # tool calls in the MemCell: what the agent did
+            Memory.objects.bulk_create(cases)
+            cluster_cases(cases, actor=scope.actor)
             profile = update_profiles(kb, created, actor=scope.actor, now=now, proposed=proposed)
             link_memories([episode, *created, *foresight, *profile.written])
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
-                       for m in (episode, *created, *foresight)]
+                       for m in (episode, *created, *foresight, *cases)]
             MemoryHistory.objects.bulk_create(history)
-            transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *profile.written]))
+            transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *cases,
+                                                          *profile.written]))
     except _AlreadyClaimed:
         log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
         return None

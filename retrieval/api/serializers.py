@@ -182,12 +182,37 @@ class QueryEchoSerializer(serializers.Serializer):
     below_floor = serializers.IntegerField(help_text="how many items the floor left out")
 
 
+class AgentMemoryItemSerializer(_MemoryItemSerializer):
+    """An agent case (what an agent did about a task) or an agent skill (what it learnt from several)."""
+
+    memory_type = serializers.ChoiceField(["agent_case", "agent_skill"])
+    text = serializers.CharField()
+    atomic_fact = serializers.CharField(help_text="the same as text (items share the facts' fields)")
+    parent_episode_id = serializers.UUIDField(allow_null=True, help_text="a case: the episode of its MemCell")
+    agent_id = serializers.CharField(allow_null=True)
+    steps = serializers.ListField(child=serializers.CharField(), help_text="the approach, in order")
+    task = serializers.CharField(required=False, help_text="a case: the request it worked on")
+    outcome = serializers.CharField(required=False, allow_blank=True, help_text="a case: how it ended")
+    outcome_label = serializers.ChoiceField(["success", "failure", "mixed"], required=False)
+    quality = serializers.FloatField(required=False, help_text="a case: 0-1, from its evidence")
+    evidence = serializers.ListField(child=serializers.DictField(), required=False,
+                                     help_text="a case: what the quality rests on (kind, message_id, text)")
+    tools = serializers.ListField(child=serializers.CharField(), required=False)
+    name = serializers.CharField(required=False, help_text="a skill: its name")
+    when = serializers.ListField(child=serializers.CharField(), required=False, help_text="a skill: tasks it fits")
+    pitfalls = serializers.ListField(child=serializers.CharField(), required=False)
+    maturity = serializers.FloatField(required=False, help_text="a skill: 0-1, rises with successful reuse")
+    case_ids = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+
 class SearchResponseSerializer(serializers.Serializer):
     episodes = EpisodeItemSerializer(many=True)
     facts = AtomicFactItemSerializer(many=True, help_text="hybrid and agentic only; empty for keyword and vector")
     chunks = ChunkItemSerializer(many=True, help_text="with memory_types including chunk")
     profiles = ProfileItemSerializer(many=True, help_text="profile items of the users in scope that bear on the query")
     raw_messages = RawMessageSerializer(many=True)
+    agent_memory = AgentMemoryItemSerializer(many=True, help_text="agent cases and skills (memory_types agent_case, "
+                                                                  "agent_skill, or a search naming an agent)")
     query = QueryEchoSerializer()
 
 
