@@ -31,6 +31,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
+from ingest.api.agent_feedback import FeedbackSerializer, give_feedback
 from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer
 from ingest.api.serializers import DocumentSerializer
 from ingest.conversation import actions as conversation
@@ -144,6 +145,18 @@ def build_server(key_for: KeyFor) -> MCPServer:
         """Correct a memory's text; the old text stays in its history and search sees the new one."""
         def work(scope):
             return MemorySerializer(conversation.edit_memory(scope, _memory(scope, memory_id), text)).data
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def record_feedback(memory_id: str, outcome: Literal["success", "failure"], ctx: Context,
+                              note: str = "") -> dict[str, Any]:
+        """Say how reusing an agent case or skill went: a success raises a skill's maturity (a case's
+        quality), a failure lowers it; each change is in the memory's history."""
+
+        def work(scope):
+            return give_feedback(scope, _memory(scope, memory_id),
+                                 _valid(FeedbackSerializer, {"outcome": outcome, "note": note}))
 
         return await act(ctx, work, write=True)
 

@@ -8,7 +8,8 @@ from retrieval.backends.base import MetadataCondition
 
 METHODS = ("keyword", "vector", "hybrid", "agentic")
 MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill")
-FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata")
+FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata",
+               "participant")
 # `filters.agent_id` "*": memories of every agent (and of none). Without agent_id a search sees only
 # memories written under no agent: an agent's memory reaches a user-level search only when asked for.
 ANY_AGENT = "*"
@@ -78,7 +79,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     if "document_id" in filters:
         ids = filters["document_id"] if isinstance(filters["document_id"], list) else [filters["document_id"]]
         clean["document_id"] = [_document_id(i) for i in ids]
-    for key in ("user_id", "session_id", "agent_id", "group_id", "run_id"):
+    for key in ("user_id", "session_id", "agent_id", "group_id", "run_id", "participant"):
         if key in filters:
             if not isinstance(filters[key], str) or len(filters[key]) > 200:
                 raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")

@@ -48,6 +48,16 @@ def _skill_of(case: Memory) -> Memory | None:
     return None
 
 
+def give_feedback(scope, memory: Memory, data: dict) -> dict:
+    """Record checked feedback (FeedbackSerializer's data) on a memory; its result. A 400 for a memory
+    that takes none. The REST view and the MCP tool share it."""
+    try:
+        memory = record_feedback(memory, data["outcome"], note=data.get("note", ""), actor=scope.actor)
+    except FeedbackError as exc:
+        raise ValidationError({"outcome": str(exc)}) from None
+    return feedback_result(Memory.objects.get(pk=memory.pk))
+
+
 class MemoryFeedbackView(APIView):
     @extend_schema(request=FeedbackSerializer, responses={200: FeedbackResultSerializer})
     def post(self, request, pk):
@@ -55,9 +65,4 @@ class MemoryFeedbackView(APIView):
         memory = get_object_or_404(Memory.objects.in_scope(scope), pk=pk)
         body = FeedbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            memory = record_feedback(memory, body.validated_data["outcome"], note=body.validated_data["note"],
-                                     actor=scope.actor)
-        except FeedbackError as exc:
-            raise ValidationError({"outcome": str(exc)}) from None
-        return Response(feedback_result(Memory.objects.get(pk=memory.pk)))
+        return Response(give_feedback(scope, memory, body.validated_data))

@@ -21,6 +21,7 @@ from ingest.conversation.agent_cases import agent_case_memories
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
+from ingest.conversation.group_episodes import personal_episodes
 from ingest.conversation.profiles import plan_profiles, update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
 from ingest.conversation.skills import cluster_cases
@@ -234,15 +235,19 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
             cases = agent_case_memories(episode, messages)  # tool calls in the MemCell: what the agent did
             Memory.objects.bulk_create(cases)
             cluster_cases(cases, actor=scope.actor)
+            personal = personal_episodes(episode, messages, created, speaker)  # a team chat: one per person
+            if personal:
+                episode.save(update_fields=["metadata"])
+                Memory.objects.bulk_create(personal)
             profile = update_profiles(kb, created, actor=scope.actor, now=now, proposed=proposed)
             link_memories([episode, *created, *foresight, *profile.written])
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
-                       for m in (episode, *created, *foresight, *cases)]
+                       for m in (episode, *created, *foresight, *cases, *personal)]
             MemoryHistory.objects.bulk_create(history)
             transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *cases,
-                                                          *profile.written]))
+                                                          *personal, *profile.written]))
     except _AlreadyClaimed:
         log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
         return None

@@ -24,6 +24,9 @@ class SearchFiltersSerializer(serializers.Serializer):
                                                "Default: only memories written under no agent")
     group_id = serializers.CharField(max_length=200, required=False, help_text="memories of this group chat")
     run_id = serializers.CharField(max_length=200, required=False, help_text="memories of this run (Mem0's run_id)")
+    participant = serializers.CharField(max_length=200, required=False,
+                                        help_text="a group chat's speaker: their personal episodes and own facts "
+                                                  "rank first (nothing is left out)")
     metadata = serializers.DictField(required=False, help_text="{key: value}, {key: [values]} (any of them), or "
                                                                "{key: {\"gte\": 3, \"lt\": 10}} (gt, gte, lt, lte, "
                                                                "eq, in); every key must hold")

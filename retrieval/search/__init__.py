@@ -25,6 +25,7 @@ from retrieval.search import flat, hybrid, ranking
 from retrieval.search.engines import EngineError, Engines
 from retrieval.search.agent_memory import agent_memory_items
 from retrieval.search.memory_kinds import add_profiles_and_foresight
+from retrieval.search.participants import prefer_participant
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -88,6 +89,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
     add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
     response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
+    if req.filters.get("participant"):
+        prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
