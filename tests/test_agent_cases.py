@@ -158,3 +158,14 @@ def test_similar_cases_become_a_skill_whose_maturity_follows_feedback(alice, com
     episode = Memory.objects.filter(kind="episode").first()
     refused = alice.post(f"/api/v1/memories/{episode.pk}/feedback", {"outcome": "success"}, format="json")
     assert refused.status_code == 400 and "agent cases and agent skills" in refused.content.decode()
+
+
+def test_deleting_a_user_takes_their_cases_skills_and_clusters(alice, committed):
+    for n, (city, hotel) in enumerate([("Lisbon", "Hotel Avenida"), ("Porto", "Hotel Ribeira")]):
+        transcript(alice, committed, f"book{n}", booking(city, hotel), agent="travel-bot", start=T0 + timedelta(days=n))
+    assert Memory.objects.filter(kind="agent_skill").count() == 1 and CaseCluster.objects.count() == 1
+    assert committed(alice.delete, "/api/v1/memories?user_id=u1").status_code == 200
+    assert not Memory.objects.filter(kind__in=["agent_case", "agent_skill"]).exists()
+    assert not CaseCluster.objects.exists()
+    found = agent_search(alice, "book a hotel room", "travel-bot")
+    assert found["agent_memory"] == []
