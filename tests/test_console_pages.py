@@ -388,6 +388,23 @@ def test_keyword_search_renders_highlighted_results_with_sources(world, memo):
     assert "fake-memo" not in other.content.decode()
 
 
+def test_the_memory_page_lists_agent_cases_and_skills(world):
+    common = dict(tenant=world.acme, kb=world.docs, user_id="u1", agent_id="travel-bot")
+    Memory.objects.create(kind="agent_case", text="Agent case: book a hotel in Lisbon", **common, metadata={
+        "task": "Book a hotel in Lisbon", "steps": [{"text": "search_hotels(Lisbon) -> ok"}],
+        "outcome": "Booked Hotel Avenida.", "outcome_label": "success", "quality": 0.8})
+    Memory.objects.create(kind="agent_skill", text="Agent skill: book a hotel", **common, metadata={
+        "name": "Book a hotel room", "steps": ["search_hotels(city)", "reserve_room(hotel)"], "maturity": 0.75,
+        "successes": 2, "case_ids": ["a", "b"], "pitfalls": ["reserve_room: no availability"]})
+    client = client_for(world.alice)
+    cases = client.get("/memories/?kind=agent_case").content.decode()
+    assert "Book a hotel in Lisbon" in cases and "search_hotels(Lisbon) -&gt; ok" in cases
+    assert "success · quality 0.8" in cases and "agent travel-bot" in cases
+    skills = client.get("/memories/?kind=agent_skill&agent_id=travel-bot").content.decode()
+    assert "Book a hotel room" in skills and "maturity 0.75" in skills and "no availability" in skills
+    assert "Book a hotel room" not in client.get("/memories/?kind=agent_skill&agent_id=other").content.decode()
+
+
 def test_search_filters_by_agent_and_metadata(world, memo):
     from retrieval.backends import keyword_index
     from retrieval.projection import row_for_memory
