@@ -8,6 +8,7 @@ import pytest
 
 from memory.models import Memory
 from tests.conftest import api_client
+from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings", "api_schema_check")
 
@@ -34,7 +35,9 @@ def post_chat(client, committed, lines, *, group="team-7", session="standup"):
     assert committed(client.post, "/api/v1/memories", body, format="json").status_code == 200
     flushed = committed(client.post, "/api/v1/memories/flush", {"user_id": "team-owner", "session_id": session},
                         format="json")
-    assert flushed.status_code == 200 and flushed.json()["episodes"] == 1, flushed.content
+    assert flushed.status_code == 200, flushed.content
+    assert Memory.objects.filter(session_id=session, kind="episode").exclude(
+        metadata__episode_type="personal").count() == 1
 
 
 def test_a_team_chat_yields_a_group_episode_and_personal_ones(alice, committed):
@@ -80,3 +83,25 @@ def test_a_chat_of_two_without_a_group_stays_one_episode(alice, committed):
     committed(alice.post, "/api/v1/memories/flush", {"user_id": "u1", "session_id": "pair"}, format="json")
     assert Memory.objects.filter(kind="episode").count() == 1
     assert "episode_type" not in Memory.objects.get(kind="episode").metadata
+
+
+def test_the_llm_path_gives_the_same_structure(alice, committed, fake_openai):  # noqa: F811
+    import json
+
+    fake_openai.queue_chat(json.dumps({"boundaries": [], "should_wait": False}))
+    fake_openai.queue_json({
+        "topic": "Platform team standup",
+        "summary": "At the standup Alice reported the webhook retries, Bob planned the review and Chen was "
+                   "blocked on the staging migration.",
+        "facts": [{"text": "Alice finished the payment webhook retries.", "sources": [1], "occurred_at": None},
+                  {"text": "Bob will review the webhook pull request after lunch.", "sources": [2], "occurred_at": None},
+                  {"text": "Chen is blocked on the staging database migration.", "sources": [3], "occurred_at": None},
+                  {"text": "Chen will rerun the staging migration tonight.", "sources": [6], "occurred_at": None}]})
+    post_chat(alice, committed, STANDUP)
+    group = Memory.objects.get(kind="episode", metadata__episode_type="group")
+    assert group.extraction_mode == "llm" and group.text.startswith("At the standup")
+    personal = {e.metadata["participant"]: e for e in Memory.objects.filter(kind="episode",
+                                                                            metadata__episode_type="personal")}
+    assert set(personal) == {"Alice", "Bob", "Chen"}
+    assert "Chen is blocked on the staging database migration." in personal["Chen"].text
+    assert personal["Chen"].extraction_mode == "llm"
