@@ -61,7 +61,7 @@ def search(scope, query, filters, memory_types):
 
 def main() -> int:
     from ingest.conversation.skills import record_feedback
-    from memory.models import Memory
+    from memory.models import CaseCluster, Memory
     from tenants.access import Scope
     from tenants.models import KnowledgeBase, Tenant
 
@@ -99,6 +99,9 @@ def main() -> int:
                         "expected": best, "maturity": skill.metadata["maturity"]})
         if best and best not in matched and EXPECTED_SKILLS[best][0] == skill.agent_id:
             matched[best] = skill
+    # Purity: of the cases each written skill's cluster holds, how many carry that skill's label.
+    members_all = [(w["expected"], TRANSCRIPTS[c]["skill"]) for w in written for c in w["cases"] if c]
+    purity = sum(1 for want, got in members_all if want == got) / len(members_all) if members_all else 0.0
     skill_p = len(matched) / len(written) if written else 0.0
     skill_r = len(matched) / len(EXPECTED_SKILLS)
 
@@ -152,7 +155,9 @@ def main() -> int:
                   "outcome_label_accuracy": f"{len(label_ok)}/{len(labelled)}",
                   "tool_sequence_accuracy": f"{len(tools_ok)}/{len(labelled)}", "wrong_labels": wrong_labels},
         "skills": {"expected": len(EXPECTED_SKILLS), "written": len(written), "matched": sorted(matched),
-                   "precision": round(skill_p, 3), "recall": round(skill_r, 3), "detail": written},
+                   "precision": round(skill_p, 3), "recall": round(skill_r, 3), "cluster_purity": round(purity, 3),
+                   "clusters": sorted([c.case_ids.__len__() for c in CaseCluster.objects.all()], reverse=True),
+                   "detail": written},
         "maturity_after_feedback": maturity,
         "rank1": {kind: f"{sum(hits)}/{len(hits)}" for kind, hits in by_kind.items()},
         "misses": [r["q"] for r in rows if not r["hit"]],

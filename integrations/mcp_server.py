@@ -75,6 +75,7 @@ class SearchFilters(TypedDict, total=False):
     group_id: str
     run_id: str
     metadata: dict[str, Any]  # {key: value | [values] | {"gte": n, "lt": n, ...}}
+    participant: str  # a group chat's speaker: their personal episodes and facts rank first
 
 
 def build_server(key_for: KeyFor) -> MCPServer:

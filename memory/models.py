@@ -389,7 +389,8 @@ class MemoryHistory(models.Model):
 class CaseCluster(models.Model):
     """One cluster of agent cases in one scope (tenant, KB, user, agent): the seed's clustering manager's
     state, persisted so clustering is incremental. A case joins the cluster whose centroid is nearest
-    when it is similar enough and the cluster was last fed within the time gap; else it starts one.
+    when it is similar enough, works with the same tools, and the cluster was last fed within the
+    time gap; else it starts one.
     A cluster with enough successful cases yields a skill (`skill`, a Memory of kind agent_skill)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="case_clusters")
@@ -398,6 +399,7 @@ class CaseCluster(models.Model):
     agent_id = models.CharField(max_length=200, blank=True)
     centroid = models.JSONField(default=list, help_text="mean embedding of its cases' tasks")
     case_ids = models.JSONField(default=list, help_text="its cases, in the order they joined")
+    tools = models.JSONField(default=list, help_text="the tools its cases called")
     last_at = models.DateTimeField(help_text="when its latest case happened")
     skill = models.ForeignKey(Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from entities.actions import link_memories
-from ingest.conversation.agent_cases import agent_case_memories
+from ingest.conversation.agent_cases import agent_case_memories, is_tool_message
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
@@ -185,7 +185,9 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     participants = list(dict.fromkeys(s for s in map(speaker, messages) if s))
     unit = ExtractionUnit(
         topic_hint="",
-        passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp) for m in messages],
+        # Tool calls and tool replies are what the agent did (its case), not statements to keep as facts.
+        passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp)
+                  for m in ([m for m in messages if not is_tool_message(m)] or messages)],
         language=kb.language,
         reference_time=first.timestamp,
         # An AI assistant's replies are extracted sparingly (deterministic.ASSISTANT_FACTS_PER_TURN).

@@ -2,8 +2,10 @@
 cluster with enough successful cases yields a reusable skill whose maturity follows its outcomes.
 
 Clustering (the seed's clustering manager): a new case joins the nearest cluster of its scope when
-the cosine of its task embedding with the cluster's centroid is at least CLUSTER_COSINE and the
-cluster's latest case is at most CLUSTER_GAP older; else it starts a cluster. Clusters are rows
+the cosine of its task embedding with the cluster's centroid is at least CLUSTER_COSINE, its tools
+overlap the cluster's (Jaccard at least TOOL_OVERLAP: a skill is one procedure, and task texts alone
+put "book a flight" beside "book a hotel" and two Chinese requests together at E5 cosines of
+0.83-0.92), and the cluster's latest case is at most CLUSTER_GAP older; else it starts a cluster. Clusters are rows
 (memory.CaseCluster), so the state survives restarts and a case is placed once.
 
 A skill (a Memory of kind agent_skill) exists once a cluster holds MIN_SUCCESSES successful cases:
@@ -28,6 +30,7 @@ from retrieval.embeddings import embedder
 from retrieval.projection import index_memories
 
 CLUSTER_COSINE = 0.80
+TOOL_OVERLAP = 0.5
 CLUSTER_GAP = timezone.timedelta(days=90)
 MIN_SUCCESSES = 2
 MAX_PITFALLS = 5
@@ -62,11 +65,12 @@ def _place(case: Memory, vector: np.ndarray) -> CaseCluster:
     scope = CaseCluster.objects.select_for_update().filter(tenant_id=case.tenant_id, kb_id=case.kb_id,
                                                             user_id=case.user_id, agent_id=case.agent_id)
     at = case.occurred_at or timezone.now()
+    tools = list(case.metadata.get("tools", []))
     best, best_cos = None, -1.0
     for cluster in scope:
         if str(case.pk) in cluster.case_ids:
             return cluster  # placed already (a re-extraction): nothing moves
-        if abs(at - cluster.last_at) > CLUSTER_GAP:
+        if abs(at - cluster.last_at) > CLUSTER_GAP or _overlap(tools, cluster.tools) < TOOL_OVERLAP:
             continue
         cos = float(_unit(cluster.centroid) @ vector)
         if cos > best_cos:
@@ -74,13 +78,20 @@ def _place(case: Memory, vector: np.ndarray) -> CaseCluster:
     if best is None or best_cos < CLUSTER_COSINE:
         return CaseCluster.objects.create(tenant_id=case.tenant_id, kb_id=case.kb_id, user_id=case.user_id,
                                           agent_id=case.agent_id, centroid=[float(x) for x in vector],
-                                          case_ids=[str(case.pk)], last_at=at)
+                                          case_ids=[str(case.pk)], tools=tools, last_at=at)
     n = len(best.case_ids)
     best.centroid = [float(x) for x in (np.asarray(best.centroid, dtype=np.float32) * n + vector) / (n + 1)]
     best.case_ids = [*best.case_ids, str(case.pk)]
     best.last_at = max(best.last_at, at)
-    best.save(update_fields=["centroid", "case_ids", "last_at"])
+    best.tools = list(dict.fromkeys([*best.tools, *tools]))
+    best.save(update_fields=["centroid", "case_ids", "tools", "last_at"])
     return best
+
+
+def _overlap(a, b) -> float:
+    """Jaccard overlap of two tool lists (1.0 when neither names a tool)."""
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 1.0
 
 
 def skill_id(cluster: CaseCluster):
