@@ -60,6 +60,9 @@ def meta(key, op, *values):
     return MetadataCondition(key, op, values)
 
 
+meta_condition = meta  # where a local name `meta` (a table name) shadows it
+
+
 GRID_FILTERS = [
     flt(), flt(2), flt(kb_ids=(1, 2)), flt(kb_ids=(2,)), flt(kinds=("atomic_fact",)), flt(document_ids=(11,)),
     flt(parent_ids=("memory:p1",)), flt(statuses=()), flt(statuses=("disabled",)), flt(user_id="u1"),
@@ -388,6 +391,29 @@ class TestSqliteKeywordIndex(KeywordContract):
         with sqlite3.connect(index.path) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert not tables & {"kw_meta", "kw_fts"}
+
+    def test_a_table_made_before_scopes_gains_them_empty_and_filters_on_them(self, index):
+        import sqlite3
+
+        from retrieval.backends.sqlite_fts import SqliteKeywordIndex, table_names
+        from retrieval.text import segment
+
+        meta, fts = table_names(None)
+        with sqlite3.connect(index.path) as old:  # this generation's table set as it was before scopes
+            old.execute(f"CREATE TABLE {meta} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+                        "tenant_id INTEGER NOT NULL, kb_id INTEGER NOT NULL, document_id INTEGER NOT NULL, "
+                        "kind TEXT NOT NULL, parent_id TEXT NOT NULL, status TEXT NOT NULL, "
+                        "user_id TEXT NOT NULL, session_id TEXT NOT NULL)")
+            old.execute(f"CREATE VIRTUAL TABLE {fts} USING fts5(text_seg)")
+            old.execute(f"INSERT INTO {meta} VALUES (1, 'memory:old', 1, 1, 0, 'atomic_fact', '', 'active', 'u1', '')")
+            old.execute(f"INSERT INTO {fts} (rowid, text_seg) VALUES (1, ?)", (segment("sailing lessons"),))
+        fresh = SqliteKeywordIndex({"path": str(index.path)})  # another process, first use after the upgrade
+        assert [h.id for h in fresh.search("sailing", flt(agent_id=""), 5)] == ["memory:old"]
+        assert fresh.search("sailing", flt(agent_id="bot"), 5) == []
+        assert fresh.search("sailing", flt(metadata=(meta_condition("tag", "in", "x"),)), 5) == []
+        fresh.upsert([make_row("memory:new", "sailing club", agent_id="bot", metadata={"tag": "x"})])
+        assert [h.id for h in fresh.search("sailing", flt(agent_id="bot"), 5)] == ["memory:new"]
+        fresh.close()
 
     def test_several_processes_can_write_one_file(self, index):
         import multiprocessing
