@@ -156,3 +156,17 @@ def test_a_documents_metadata_reaches_its_chunks_and_memories(world, alice, comm
     bad = alice.post("/api/v1/documents", {"kb": "docs", "files": [io.BytesIO(b"other")], "metadata": "[1]"},
                      format="multipart")
     assert bad.status_code == 400 and "must be an object" in bad.content.decode()
+
+
+def test_an_agent_scoped_search_still_sees_the_users_profile(alice, committed):
+    said = [{"message_id": "p1", "sender_name": "Maya", "sender_id": "maya", "content":
+             "I work as a nurse at the city hospital.", "timestamp": T0.isoformat()}]
+    committed(alice.post, "/api/v1/memories", {"user_id": "u1", "session_id": "me", "messages": said}, format="json")
+    committed(alice.post, "/api/v1/memories/flush", {"user_id": "u1", "session_id": "me"}, format="json")
+
+    def profile(**filters):
+        body = alice.post("/api/v1/memories/search", {"query": "Where does Maya work as a nurse?", "filters": {
+            "user_id": "u1", **filters}}, format="json").json()
+        return {item["id"] for item in body["profiles"]}
+
+    assert profile() and profile(agent_id="travel-bot") == profile() == profile(group_id="web-team")
