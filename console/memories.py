@@ -35,7 +35,7 @@ def memory_list(request):
     if params.get("agent_id"):
         qs = qs.filter(agent_id=params["agent_id"].strip())
     if kind == Memory.Kind.EPISODE:
-        qs = qs.annotate(fact_total=Count("facts"))
+        qs = qs.annotate(fact_total=Count("facts", filter=Q(facts__kind=Memory.Kind.ATOMIC_FACT)))
     page = Paginator(qs.order_by("-created_at", "ordinal"), MEMORIES_PER_PAGE).get_page(params.get("page"))
     return render_page(request, scope, "ingest/memory_list.html", {
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,

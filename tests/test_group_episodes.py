@@ -56,6 +56,9 @@ def test_a_team_chat_yields_a_group_episode_and_personal_ones(alice, committed):
     assert facts and all(f.metadata.get("subject") or ":" in f.text for f in facts)
     chen_facts = [f for f in facts if "staging" in f.text]
     assert chen_facts and all(f.text.startswith("Chen") or f.metadata.get("subject") == "Chen" for f in chen_facts)
+    # Deleting the group episode takes its facts and the personal episodes along.
+    assert committed(alice.delete, f"/api/v1/memories/{group[0].pk}").status_code == 200
+    assert not Memory.objects.filter(kind="episode").exists()
 
 
 def test_a_search_scoped_to_a_participant_prefers_their_episodes(alice, committed):

@@ -65,7 +65,9 @@ def personal_episodes(episode: Memory, messages: list[Message], facts: list[Memo
         text = f"{name}'s part of the conversation: " + " ".join(parts)
         out.append(Memory(
             id=memory_uuid("conv", episode.kb_id, episode.user_id, episode.segment_id, "personal", name),
-            tenant_id=episode.tenant_id, kb_id=episode.kb_id, kind=Memory.Kind.EPISODE, ordinal=ordinal + 1,
+            # Under the group episode, so deleting it (and its facts) takes the personal ones along.
+            tenant_id=episode.tenant_id, kb_id=episode.kb_id, kind=Memory.Kind.EPISODE, parent=episode,
+            ordinal=ordinal + 1,
             text=text, topic=episode.topic, source_message_ids=[m.message_id for m in own],
             user_id=episode.user_id, session_id=episode.session_id, segment_id=episode.segment_id,
             occurred_at=own[0].timestamp, extraction_mode=episode.extraction_mode,
