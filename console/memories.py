@@ -14,14 +14,15 @@ from ingest.memory_edits import EDITABLE_STATUSES, history_entry, memory_history
 from memory.models import Memory
 
 MEMORIES_PER_PAGE = 30
+# The tabs: what was understood, and what agents did (cases) and learnt (skills).
+LISTED_KINDS = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT, Memory.Kind.AGENT_CASE, Memory.Kind.AGENT_SKILL)
 
 
 @login_required
 def memory_list(request):
     scope = console_scope(request)
     params = request.GET
-    kind = params.get("kind") if params.get("kind") in (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT) \
-        else Memory.Kind.EPISODE
+    kind = params.get("kind") if params.get("kind") in LISTED_KINDS else Memory.Kind.EPISODE
     qs = Memory.objects.in_scope(scope).filter(kind=kind).select_related("kb", "document", "parent")
     kb_slug = kb_filter(request, scope)
     if kb_slug:
@@ -31,13 +32,15 @@ def memory_list(request):
         qs = qs.filter(status=status)
     if params.get("q"):
         qs = qs.filter(Q(text__icontains=params["q"].strip()) | Q(topic__icontains=params["q"].strip()))
+    if params.get("agent_id"):
+        qs = qs.filter(agent_id=params["agent_id"].strip())
     if kind == Memory.Kind.EPISODE:
-        qs = qs.annotate(fact_total=Count("facts"))
+        qs = qs.annotate(fact_total=Count("facts", filter=Q(facts__kind=Memory.Kind.ATOMIC_FACT)))
     page = Paginator(qs.order_by("-created_at", "ordinal"), MEMORIES_PER_PAGE).get_page(params.get("page"))
     return render_page(request, scope, "ingest/memory_list.html", {
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
-        "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE),
+        "filtered": bool(params.get("q") or kb_slug or params.get("agent_id") or status != Memory.Status.ACTIVE),
         "can_curate": request.user.is_staff and request.user.has_perm("memory.change_memory"),
     })
 

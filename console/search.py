@@ -15,6 +15,7 @@ from retrieval.search import EngineError, search
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
+SCOPE_FIELDS = ("user_id", "agent_id", "group_id", "run_id", "metadata")  # the form's scope and metadata filters
 DOCUMENT_CHOICES = 300  # the document filter lists the most recent ready documents
 # The "why" view: each stage in pipeline order, with what it measures.
 STAGES = [
@@ -51,6 +52,7 @@ def search_page(request):
         "document": params.get("document", ""),
         "top_k": params.get("top_k") or str(DEFAULT_TOP_K),
         "chunks": params.get("chunks", "1" if "q" not in params else ""),
+        **{key: params.get(key, "").strip() for key in SCOPE_FIELDS},
     }
     context = {"section": "search", "form": form, "methods": [(m, METHOD_HELP[m]) for m in METHODS],
                "max_top_k": MAX_TOP_K, "kbs": scope.knowledge_bases().order_by("name"),
@@ -92,6 +94,14 @@ def _request_body(form: dict) -> dict:
         filters["kb"] = [form["kb"]]
     if form["document"]:
         filters["document_id"] = [form["document"]]
+    for key in ("user_id", "agent_id", "group_id", "run_id"):
+        if form.get(key):
+            filters[key] = form[key]
+    if form.get("metadata"):
+        try:
+            filters["metadata"] = json.loads(form["metadata"])
+        except ValueError:
+            raise SearchError("'metadata' must be a JSON object, e.g. {\"category\": \"travel\"}.") from None
     types = ["episode", "atomic_fact"] + (["chunk"] if form["chunks"] else [])
     return {"query": form["q"], "method": form["method"], "top_k": top_k, "memory_types": types,
             "filters": filters}

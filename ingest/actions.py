@@ -32,8 +32,10 @@ class Upload:
     duplicate: bool
 
 
-def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, content_type: str = "") -> Upload:
-    """Store the original, compute its sha256 and queue processing on commit; a known file is reported."""
+def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, content_type: str = "",
+                    metadata: dict | None = None) -> Upload:
+    """Store the original, compute its sha256 and queue processing on commit; a known file is reported
+    (and keeps its metadata). `metadata`: the caller's checked user metadata (memory.user_metadata)."""
     scope.require_kb(kb.pk)
     filename = (filename or "upload").replace("\\", "/").rsplit("/", 1)[-1][:500] or "upload"
     with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as spool:
@@ -48,7 +50,7 @@ def ingest_document(scope: Scope, kb: KnowledgeBase, fileobj, filename: str, *, 
             return Upload(existing, True)
         spool.seek(0)
         document = Document(kb=kb, filename=filename, sha256=sha256, size=size, content_type=content_type[:200],
-                            uploaded_by=scope.actor)
+                            uploaded_by=scope.actor, user_metadata=metadata or {})
         document.original.save(filename, File(spool), save=False)
     try:
         with transaction.atomic():

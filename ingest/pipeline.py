@@ -146,6 +146,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 occurred_at=extracted.occurred_at,
                 extraction_mode=mode,
                 metadata={"parent_chunk_id": parent.pk, **_warning(extracted)},
+                user_metadata=document.user_metadata or {},
             )
             episode.source_chunks.set([parent, *children])
             facts = []
@@ -165,6 +166,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                         extraction_mode=mode,
                         content_hash=Memory.hash_text(fact.text),
                         metadata={"parent_chunk_id": parent.pk, **llm_entities(fact)},
+                        user_metadata=document.user_metadata or {},
                     )
                 )
             Memory.objects.bulk_create(facts)

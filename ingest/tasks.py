@@ -10,6 +10,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from ingest import pipeline
+from ingest.conversation.reflection import reflect
 from ingest.engine_errors import outage_of
 from ingest.extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
@@ -182,3 +183,11 @@ def _come_back_when_lease_ends(task, document_id: int, stage_name: str) -> None:
     # Same retry count: waiting out a lease is not an attempt, and must not reset the transient budget.
     process_document_stage.apply_async((document_id, stage_name), countdown=wait + LEASE_MARGIN_SECONDS,
                                        retries=task.request.retries)
+
+
+@shared_task(acks_late=True)
+def reflect_memories(budget_seconds: float | None = None) -> dict:
+    """The periodic reflection pass over every user's and agent's conversation memory (see
+    ingest.conversation.reflection); schedule it with Celery beat (LOCI_REFLECT_INTERVAL_SECONDS)."""
+    budget = settings.LOCI_REFLECT_BUDGET_SECONDS if budget_seconds is None else budget_seconds
+    return reflect(budget_seconds=budget).as_dict()

@@ -31,6 +31,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
+from ingest.api.agent_feedback import FeedbackSerializer, give_feedback
 from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer
 from ingest.api.serializers import DocumentSerializer
 from ingest.conversation import actions as conversation
@@ -70,6 +71,11 @@ class SearchFilters(TypedDict, total=False):
     document_id: list[int]
     user_id: str
     session_id: str
+    agent_id: str  # this agent's memories; "*": every agent's; absent: memories of no agent only
+    group_id: str
+    run_id: str
+    metadata: dict[str, Any]  # {key: value | [values] | {"gte": n, "lt": n, ...}}
+    participant: str  # a group chat's speaker: their personal episodes and facts rank first
 
 
 def build_server(key_for: KeyFor) -> MCPServer:
@@ -81,17 +87,22 @@ def build_server(key_for: KeyFor) -> MCPServer:
 
     @server.tool()
     async def add_messages(user_id: str, session_id: str, messages: list[ChatMessage], ctx: Context,
-                           kb: str | None = None, agent_id: str = "", group_id: str = "") -> dict[str, Any]:
-        """Store chat turns of one session; the MemCells they complete are extracted into memories at once."""
+                           kb: str | None = None, agent_id: str = "", group_id: str = "", run_id: str = "",
+                           metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store chat turns of one session; the MemCells they complete are extracted into memories at once.
+
+        agent_id, group_id, run_id scope the memories (a search sees an agent's only when it names the
+        agent); metadata (up to 16 string or number values) is kept on each memory and filterable."""
         body = {"user_id": user_id, "session_id": session_id, "messages": messages, "agent_id": agent_id,
-                "group_id": group_id, **({"kb": kb} if kb else {})}
+                "group_id": group_id, "run_id": run_id, "metadata": metadata or {}, **({"kb": kb} if kb else {})}
 
         def work(scope):
             data = _valid(AccumulateSerializer, body)
             target = conversation.conversation_kb(scope, data.get("kb"))
             result = conversation.accumulate_messages(
                 scope, target, user_id=data["user_id"], session_id=data["session_id"], messages=data["messages"],
-                agent_id=data["agent_id"], group_id=data["group_id"])
+                agent_id=data["agent_id"], group_id=data["group_id"], run_id=data["run_id"],
+                metadata=data["metadata"])
             return {**result, "kb": target.slug}
 
         return await act(ctx, work, write=True)
@@ -135,6 +146,18 @@ def build_server(key_for: KeyFor) -> MCPServer:
         """Correct a memory's text; the old text stays in its history and search sees the new one."""
         def work(scope):
             return MemorySerializer(conversation.edit_memory(scope, _memory(scope, memory_id), text)).data
+
+        return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def record_feedback(memory_id: str, outcome: Literal["success", "failure"], ctx: Context,
+                              note: str = "") -> dict[str, Any]:
+        """Say how reusing an agent case or skill went: a success raises a skill's maturity (a case's
+        quality), a failure lowers it; each change is in the memory's history."""
+
+        def work(scope):
+            return give_feedback(scope, _memory(scope, memory_id),
+                                 _valid(FeedbackSerializer, {"outcome": outcome, "note": note}))
 
         return await act(ctx, work, write=True)
 

@@ -227,7 +227,8 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"SearchMethodEnum": "retrieval.request.METHODS"},  # method and answered_by
+    "ENUM_NAME_OVERRIDES": {"SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
+                            "AgentMemoryTypeEnum": "retrieval.search.agent_memory.KINDS"},
     # The docs pages load their scripts from our static files (collectstatic, whitenoise), not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -268,6 +269,13 @@ LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=
 # How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
 # answer, with backoff, before the document fails with a reason naming it.
 LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
+# The reflection pass over conversation memory (ingest.tasks.reflect_memories): how often Celery beat
+# queues it (0: never; `manage.py reflect` runs it by hand) and the seconds one pass may take.
+LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 0.0, minimum=0.0)
+LOCI_REFLECT_BUDGET_SECONDS = env_float("LOCI_REFLECT_BUDGET_SECONDS", 120.0, minimum=1.0)
+CELERY_BEAT_SCHEDULE = ({"reflect-memories": {"task": "ingest.tasks.reflect_memories",
+                                              "schedule": LOCI_REFLECT_INTERVAL_SECONDS}}
+                        if LOCI_REFLECT_INTERVAL_SECONDS else {})
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

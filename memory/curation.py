@@ -8,7 +8,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory import signals
-from memory.models import Memory, MemoryHistory, Message
+from memory.models import CaseCluster, Memory, MemoryHistory, Message
 from tenants.access import Scope
 
 
@@ -120,6 +120,8 @@ def delete_memories_in_scope(scope: Scope, kb_ids, *, user_id: str, session_id: 
         _record_deletes(scope, doomed)
         memories.delete()
         messages.delete()
+        if session_id is None:  # the user's case clusters (centroids of their tasks) go with their cases
+            CaseCluster.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, user_id=user_id).delete()
         signals.user_memories_deleted.send(Memory, tenant_id=tenant_id, kb_ids=kb_ids, user_id=user_id,
                                            session_id=session_id)
     return len(doomed)

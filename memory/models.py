@@ -58,6 +58,9 @@ class Document(models.Model):
     page_count = models.PositiveIntegerField(null=True, blank=True)
     extraction_mode = models.CharField(max_length=16, blank=True, help_text="llm or deterministic")
     metadata = models.JSONField(default=dict, blank=True)
+    # What the uploader attached (tags, category, source, chapter…): kept on every chunk and memory
+    # row derived from the document, and filterable in the index engines (retrieval.backends.base).
+    user_metadata = models.JSONField(default=dict, blank=True)
     uploaded_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -265,6 +268,8 @@ class Message(models.Model):
     user_id = models.CharField(max_length=200, db_index=True)
     agent_id = models.CharField(max_length=200, blank=True)
     group_id = models.CharField(max_length=200, blank=True)
+    run_id = models.CharField(max_length=200, blank=True)
+    user_metadata = models.JSONField(default=dict, blank=True, help_text="the posting batch's metadata")
     session_id = models.CharField(max_length=200, db_index=True)
     message_id = models.CharField(max_length=200, help_text="client id, or generated")
     sender_id = models.CharField(max_length=200, blank=True)
@@ -302,6 +307,8 @@ class Memory(models.Model):
         ATOMIC_FACT = "atomic_fact"
         PROFILE = "profile"
         FORESIGHT = "foresight"
+        AGENT_CASE = "agent_case"
+        AGENT_SKILL = "agent_skill"
 
     class Status(models.TextChoices):
         ACTIVE = "active"
@@ -321,6 +328,12 @@ class Memory(models.Model):
     source_message_ids = models.JSONField(default=list, blank=True, help_text="client message ids cited")
     user_id = models.CharField(max_length=200, blank=True, db_index=True)
     session_id = models.CharField(max_length=200, blank=True, db_index=True)
+    # Scopes beside the user (Mem0's agent_id and run_id; a group chat's id): "" is none. A search
+    # sees agent-scoped memories only when it names the agent (or asks for every agent).
+    agent_id = models.CharField(max_length=200, blank=True, db_index=True)
+    group_id = models.CharField(max_length=200, blank=True, db_index=True)
+    run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    user_metadata = models.JSONField(default=dict, blank=True, help_text="the caller's metadata, filterable")
     segment_id = models.UUIDField(null=True, blank=True, db_index=True)
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="when it happened, if known")
     extraction_mode = models.CharField(max_length=16, blank=True)
@@ -383,3 +396,28 @@ class MemoryHistory(models.Model):
 
     def __str__(self):
         return f"{self.event} {self.memory_id}"
+
+
+class CaseCluster(models.Model):
+    """One cluster of agent cases in one scope (tenant, KB, user, agent): the seed's clustering manager's
+    state, persisted so clustering is incremental. A case joins the cluster whose centroid is nearest
+    when it is similar enough, works with the same tools, and the cluster was last fed within the
+    time gap; else it starts one.
+    A cluster with enough successful cases yields a skill (`skill`, a Memory of kind agent_skill)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="case_clusters")
+    kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="case_clusters")
+    user_id = models.CharField(max_length=200, blank=True)
+    agent_id = models.CharField(max_length=200, blank=True)
+    centroid = models.JSONField(default=list, help_text="mean embedding of its cases' tasks")
+    case_ids = models.JSONField(default=list, help_text="its cases, in the order they joined")
+    tools = models.JSONField(default=list, help_text="the tools its cases called")
+    last_at = models.DateTimeField(help_text="when its latest case happened")
+    skill = models.ForeignKey(Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "kb", "user_id", "agent_id"])]
+
+    def __str__(self):
+        return f"cluster {self.pk} of {self.user_id}/{self.agent_id}: {len(self.case_ids)} cases"

@@ -40,6 +40,7 @@ def memory_key(pk) -> str:
 
 
 def row_for_chunk(chunk: Chunk, tenant_id: int, kb_id: int) -> IndexRow:
+    """A child chunk's row, with its document's user metadata (load chunks with select_related("document"))."""
     return IndexRow(
         id=chunk_key(chunk.pk),
         tenant_id=tenant_id,
@@ -48,6 +49,7 @@ def row_for_chunk(chunk: Chunk, tenant_id: int, kb_id: int) -> IndexRow:
         text=chunk.text,
         document_id=chunk.document_id,
         parent_id=chunk_key(chunk.parent_id) if chunk.parent_id else "",
+        metadata=dict(chunk.document.user_metadata or {}),
     )
 
 
@@ -71,6 +73,10 @@ def row_for_memory(memory: Memory) -> IndexRow:
         status=memory.status,
         user_id=memory.user_id,
         session_id=memory.session_id,
+        agent_id=memory.agent_id,
+        group_id=memory.group_id,
+        run_id=memory.run_id,
+        metadata=dict(memory.user_metadata or {}),
     )
 
 
@@ -187,7 +193,10 @@ def _unwanted(rows: list[IndexRow]) -> set[str]:
 
 def document_rows(document: Document) -> list[IndexRow]:
     tenant_id, kb_id = document.kb.tenant_id, document.kb_id
-    rows = [row_for_chunk(c, tenant_id, kb_id) for c in document.chunks.filter(level=Chunk.Level.CHILD)]
+    rows = []
+    for c in document.chunks.filter(level=Chunk.Level.CHILD):
+        c.document = document  # its user metadata, without a query per chunk
+        rows.append(row_for_chunk(c, tenant_id, kb_id))
     rows += [row_for_memory(m) for m in document.memories.filter(status=Memory.Status.ACTIVE)]
     return rows
 
@@ -294,7 +303,8 @@ def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[I
     """Every row the indexes should hold for a tenant (or one KB), straight from the database."""
     kbs = [kb] if kb else list(tenant.knowledge_bases.all())
     for one in kbs:
-        chunks = Chunk.objects.filter(document__kb=one, level=Chunk.Level.CHILD, document__status=Document.Status.READY)
+        chunks = Chunk.objects.filter(document__kb=one, level=Chunk.Level.CHILD,
+                                      document__status=Document.Status.READY).select_related("document")
         for c in chunks.iterator(chunk_size=1000):
             yield row_for_chunk(c, tenant.pk, one.pk)
         # A document's memories once it is ready (a failed or cancelled one's are kept for a re-run,

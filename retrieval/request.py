@@ -3,9 +3,18 @@
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from memory import user_metadata
+from retrieval.backends.base import MetadataCondition
+
 METHODS = ("keyword", "vector", "hybrid", "agentic", "paths")
-MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight")
-FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at")
+MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill")
+FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata",
+               "participant")
+# `filters.agent_id` "*": memories of every agent (and of none). Without agent_id a search sees only
+# memories written under no agent: an agent's memory reaches a user-level search only when asked for.
+ANY_AGENT = "*"
+METADATA_OPS = {"eq": "in", "in": "in", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte"}
+MAX_METADATA_IN = 50
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
 MAX_NEIGHBOURS = 5
@@ -15,12 +24,6 @@ MAX_NEIGHBOURS = 5
 MAX_FILTER_VALUES = 1000
 MIN_YEAR, MAX_YEAR = 2, 9998  # dates a day or a year away from these still exist
 MAX_DOCUMENT_ID = 2**63 - 1  # document ids are 64-bit (BigAutoField); a bigger one overflows the query
-# Chat messages carry a group and an agent, but memories do not (a segment may span several), so the
-# index cannot filter on them: a caller asking for them is told so rather than silently given everything.
-UNSUPPORTED_FILTERS = {
-    "group_id": "memories are not recorded per group",
-    "agent_id": "memories are not recorded per agent",
-}
 
 
 class SearchError(ValueError):
@@ -69,7 +72,7 @@ def parse_search_request(data: dict) -> SearchRequest:
     filters = data.get("filters") or {}
     if not isinstance(filters, dict):
         raise SearchError("'filters' must be an object.")
-    unknown = set(filters) - set(FILTER_KEYS) - set(UNSUPPORTED_FILTERS)
+    unknown = set(filters) - set(FILTER_KEYS)
     if unknown:
         raise SearchError(f"Unknown filter(s) {sorted(unknown)}; allowed: {', '.join(FILTER_KEYS)}.")
     clean = {}
@@ -79,20 +82,19 @@ def parse_search_request(data: dict) -> SearchRequest:
         if not all(isinstance(k, str) and k for k in kbs):
             raise SearchError("'filters.kb' must be a list of knowledge-base slugs.")
         clean["kb"] = kbs
-    for key, why in UNSUPPORTED_FILTERS.items():
-        if key in filters:
-            raise SearchError(f"'filters.{key}' is not supported: {why}; filter by user_id or session_id.")
     if "document_id" in filters:
         ids = filters["document_id"] if isinstance(filters["document_id"], list) else [filters["document_id"]]
         _check_count("document_id", ids)
         clean["document_id"] = [_document_id(i) for i in ids]
-    for key in ("user_id", "session_id"):
+    for key in ("user_id", "session_id", "agent_id", "group_id", "run_id", "participant"):
         if key in filters:
             if not isinstance(filters[key], str) or len(filters[key]) > 200:
                 raise SearchError(f"'filters.{key}' must be a string of at most 200 characters.")
             clean[key] = filters[key]
     if "valid_at" in filters:
         clean["valid_at"] = _valid_at(filters["valid_at"])
+    if "metadata" in filters:
+        clean["metadata"] = metadata_conditions(filters["metadata"])
     neighbours = data.get("neighbours", 0)
     if isinstance(neighbours, bool) or not isinstance(neighbours, int) or not 0 <= neighbours <= MAX_NEIGHBOURS:
         raise SearchError(f"'neighbours' must be an integer from 0 to {MAX_NEIGHBOURS}.")
@@ -116,6 +118,50 @@ def parse_search_request(data: dict) -> SearchRequest:
 def _check_count(key: str, values: list) -> None:
     if len(values) > MAX_FILTER_VALUES:
         raise SearchError(f"'filters.{key}' holds {len(values):,} values; at most {MAX_FILTER_VALUES:,} are allowed.")
+
+
+def metadata_conditions(value) -> dict:
+    """'filters.metadata' checked: {key: value | [values] | {"eq"|"in"|"gt"|"gte"|"lt"|"lte": …}}, as
+    {key: {op: value or list}} (every condition must hold)."""
+    if not isinstance(value, dict) or not value:
+        raise SearchError("'filters.metadata' must be a non-empty object, e.g. {\"category\": \"travel\", "
+                          "\"chapter\": {\"gte\": 3}}.")
+    if len(value) > user_metadata.MAX_KEYS:
+        raise SearchError(f"'filters.metadata' names at most {user_metadata.MAX_KEYS} keys.")
+    clean = {}
+    try:
+        for key, wanted in value.items():
+            user_metadata.check_key(key, "filters.metadata")
+            if isinstance(wanted, dict):
+                if not wanted or any(op not in METADATA_OPS for op in wanted):
+                    raise SearchError(f"'filters.metadata.{key}' takes the operators {', '.join(METADATA_OPS)}.")
+                ops = dict(wanted)
+            elif isinstance(wanted, list):
+                ops = {"in": wanted}
+            else:
+                ops = {"eq": wanted}
+            checked = {}
+            for op, operand in ops.items():
+                if METADATA_OPS[op] == "in":
+                    values = operand if isinstance(operand, list) else [operand]
+                    if not values or len(values) > MAX_METADATA_IN:
+                        raise SearchError(f"'filters.metadata.{key}' lists 1 to {MAX_METADATA_IN} values.")
+                    checked[op] = [user_metadata.check_value(v, "filters.metadata") for v in values]
+                else:
+                    number = user_metadata.check_value(operand, "filters.metadata")
+                    if isinstance(number, str):
+                        raise SearchError(f"'filters.metadata.{key}.{op}' must be a number.")
+                    checked[op] = number
+            clean[key] = checked
+    except user_metadata.MetadataError as exc:
+        raise SearchError(str(exc)) from None
+    return clean
+
+
+def index_conditions(metadata: dict) -> tuple[MetadataCondition, ...]:
+    """The parsed 'filters.metadata' as index conditions."""
+    return tuple(MetadataCondition(key, METADATA_OPS[op], tuple(v) if isinstance(v, list) else (v,))
+                 for key, ops in metadata.items() for op, v in ops.items())
 
 
 def _document_id(value) -> int:

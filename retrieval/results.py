@@ -233,9 +233,11 @@ def add_neighbours(items: list[dict], n: int) -> None:
 def raw_messages(scope, kb_ids, filters: dict) -> list[dict]:
     """Accumulated chat messages in scope that have not been extracted yet."""
     qs = Message.objects.filter(tenant=scope.tenant, kb_id__in=kb_ids, segment_id__isnull=True)
-    for key in ("user_id", "session_id", "group_id", "agent_id"):
+    for key in ("user_id", "session_id", "group_id", "run_id"):
         if filters.get(key):
             qs = qs.filter(**{key: filters[key]})
+    if filters.get("agent_id") != "*":  # as memories: no agent named means turns posted under none
+        qs = qs.filter(agent_id=filters.get("agent_id", ""))
     rows = list(qs.order_by("-timestamp", "-id")[:RAW_MESSAGES_LIMIT])
     return [
         {"message_id": m.message_id, "session_id": m.session_id, "user_id": m.user_id,

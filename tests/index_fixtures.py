@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import pytest
 
-from retrieval.backends.base import IndexFilter, IndexRow
+from retrieval.backends.base import SCOPE_FIELDS, IndexFilter, IndexRow
 from retrieval.text import tokenize
 
 DIM = 64
@@ -84,7 +84,24 @@ def reference_match(row: IndexRow, flt: IndexFilter) -> bool:
         and (not flt.statuses or row.status in flt.statuses)
         and (flt.user_id is None or row.user_id == flt.user_id)
         and (flt.session_id is None or row.session_id == flt.session_id)
+        and all(getattr(flt, f) is None or getattr(row, f) == getattr(flt, f) for f in SCOPE_FIELDS)
+        and all(_meta_holds(row.metadata, c) for c in flt.metadata)
     )
+
+
+def _meta_holds(metadata: dict, cond) -> bool:
+    """MetadataCondition semantics: strings equal strings, numbers compare by value, ranges only on numbers."""
+    if cond.key not in metadata:
+        return False
+    value = metadata[cond.key]
+    if cond.op == "in":
+        return any(type(v) is str and type(value) is str and v == value
+                   or type(v) is not str and type(value) is not str and float(v) == float(value)
+                   for v in cond.values)
+    if isinstance(value, str):
+        return False
+    bound = float(cond.values[0])
+    return {"gt": value > bound, "gte": value >= bound, "lt": value < bound, "lte": value <= bound}[cond.op]
 
 
 @pytest.fixture(scope="session")

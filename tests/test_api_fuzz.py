@@ -12,9 +12,7 @@ the run is the same every time and fits CI; marked slow.
 """
 
 import pytest
-
-schemathesis = pytest.importorskip("schemathesis")
-
+import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode

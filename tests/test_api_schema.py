@@ -21,7 +21,8 @@ def test_search_request_and_response_are_typed(db):
     request = _resolved(operation["requestBody"]["content"]["application/json"]["schema"])
     assert {"query", "method", "filters", "top_k", "memory_types", "neighbours"} <= set(request["properties"])
     response = _resolved(_json_schema("/api/v1/memories/search", "post", 200))
-    assert set(response["properties"]) == {"episodes", "facts", "chunks", "profiles", "raw_messages", "query"}
+    assert set(response["properties"]) == {"episodes", "facts", "chunks", "profiles", "raw_messages", "agent_memory",
+                                           "query"}
     episode = _resolved(response["properties"]["episodes"]["items"])
     assert {"summary", "atomic_facts", "sources", "score"} <= set(episode["properties"])
     assert set(operation["responses"]) >= {"200", "400", "401", "403", "429", "503", "504"}

@@ -327,3 +327,21 @@ def test_the_typescript_client_passes_its_tests_against_the_server(server):
     run = subprocess.run([node, "--test", "test/"], cwd=client, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
     assert "# pass 3" in run.stdout and "# fail 0" in run.stdout and "# skipped 0" in run.stdout
+
+def test_scopes_and_metadata_through_the_client(server):
+    base, keys = server
+    with Loci(base, keys["alice"]) as loci:
+        loci.memories.add("u5", "build", turns("The release build fails on the sitemap step.",
+                                               "I fixed the sitemap generator; the release builds again."),
+                          kb="conversations", agent_id="code-bot", group_id="web", metadata={"repo": "site"})
+        loci.memories.flush("u5", "build", kb="conversations")
+        query = dict(method="keyword", top_k=5)
+        unscoped = loci.search("sitemap generator", filters={"user_id": "u5"}, **query)
+        assert not unscoped["facts"] and not unscoped["episodes"]  # a user-level search names no agent
+        found = loci.search("sitemap generator", filters={"user_id": "u5", "agent_id": "code-bot", "group_id": "web",
+                                                          "metadata": {"repo": ["site", "docs"]}}, **query)
+        assert found["facts"] or found["episodes"]
+        page = loci.memories.list(user_id="u5", agent_id="code-bot")
+        assert page["count"] >= 1 and page["results"][0]["metadata"] == {"repo": "site"}
+        with pytest.raises(BadRequest):
+            loci.search("x", filters={"metadata": {"repo": {"near": 1}}})

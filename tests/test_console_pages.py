@@ -388,6 +388,44 @@ def test_keyword_search_renders_highlighted_results_with_sources(world, memo):
     assert "fake-memo" not in other.content.decode()
 
 
+def test_the_memory_page_lists_agent_cases_and_skills(world):
+    common = dict(tenant=world.acme, kb=world.docs, user_id="u1", agent_id="travel-bot")
+    Memory.objects.create(kind="agent_case", text="Agent case: book a hotel in Lisbon", **common, metadata={
+        "task": "Book a hotel in Lisbon", "steps": [{"text": "search_hotels(Lisbon) -> ok"}],
+        "outcome": "Booked Hotel Avenida.", "outcome_label": "success", "quality": 0.8})
+    Memory.objects.create(kind="agent_skill", text="Agent skill: book a hotel", **common, metadata={
+        "name": "Book a hotel room", "steps": ["search_hotels(city)", "reserve_room(hotel)"], "maturity": 0.75,
+        "successes": 2, "case_ids": ["a", "b"], "pitfalls": ["reserve_room: no availability"]})
+    client = client_for(world.alice)
+    cases = client.get("/memories/?kind=agent_case").content.decode()
+    assert "Book a hotel in Lisbon" in cases and "search_hotels(Lisbon) -&gt; ok" in cases
+    assert "success · quality 0.8" in cases and "agent travel-bot" in cases
+    skills = client.get("/memories/?kind=agent_skill&agent_id=travel-bot").content.decode()
+    assert "Book a hotel room" in skills and "maturity 0.75" in skills and "no availability" in skills
+    assert "Book a hotel room" not in client.get("/memories/?kind=agent_skill&agent_id=other").content.decode()
+
+
+def test_search_filters_by_agent_and_metadata(world, memo):
+    from retrieval.backends import keyword_index
+    from retrieval.projection import row_for_memory
+
+    fact = Memory.objects.filter(kind="atomic_fact").first()
+    Memory.objects.filter(pk=fact.pk).update(agent_id="planner", user_metadata={"category": "budget"})
+    keyword_index().upsert([row_for_memory(m) for m in Memory.objects.all()])
+    client = client_for(world.alice)
+
+    def found(extra: str) -> bool:
+        response = client.get("/search/?q=launch+budget&method=keyword&top_k=50&chunks=&" + extra)
+        assert response.status_code == 200, response.content.decode()[-500:]
+        return fact.text.split()[0] in response.content.decode() and str(fact.pk) in response.content.decode()
+
+    assert not found("")  # no agent named: the planner's memory is not shown
+    assert found("agent_id=planner") and found("agent_id=*&metadata=%7B%22category%22%3A%22budget%22%7D")
+    assert not found("agent_id=planner&metadata=%7B%22category%22%3A%22other%22%7D")
+    bad = client.get("/search/?q=budget&metadata=%7Bnope")
+    assert bad.status_code == 400 and "must be a JSON object" in bad.content.decode()
+
+
 def test_a_backend_failure_is_shown_as_unavailable(world, monkeypatch):
     def down(scope, request):
         raise ConnectionError("the vector index did not answer")

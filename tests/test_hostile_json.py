@@ -51,12 +51,29 @@ def test_document_ids_outside_the_database_range_are_refused(client, ids, reason
     assert reason in response.json()["error"]
 
 
-@pytest.mark.parametrize("key", ["group_id", "agent_id"])
-def test_filters_that_memories_do_not_carry_are_refused(client, key):
-    # Memories are not recorded per group or agent, so such a filter could only be ignored.
+@pytest.mark.parametrize("key", ["group_id", "agent_id", "run_id"])
+def test_scope_filters_are_accepted_and_echoed(client, key):
     response = client.post(SEARCH, {"query": "x", "filters": {key: "team-a"}}, format="json")
+    assert response.status_code == 200
+    assert response.json()["query"]["filters_applied"][key] == "team-a"
+
+
+@pytest.mark.parametrize("filters,reason", [
+    ({"team_id": "a"}, "Unknown filter(s) ['team_id']"),
+    ({"agent_id": 7}, "'filters.agent_id' must be a string"),
+    ({"metadata": {'x") or 1==1 or ("': "a"}}, "keys must start with a letter"),
+    ({"metadata": {"a.b": "a"}}, "keys must start with a letter"),
+    ({"metadata": {"tag": {"$ne": "a"}}}, "takes the operators"),
+    ({"metadata": {"tag": {"gte": "3"}}}, "'filters.metadata.tag.gte' must be a number"),
+    ({"metadata": {"tag": True}}, "values must be strings or numbers"),
+    ({"metadata": {"tag": {"x": 1}}}, "takes the operators"),
+    ({"metadata": {"tag": []}}, "lists 1 to 50 values"),
+    ({"metadata": []}, "'filters.metadata' must be a non-empty object"),
+])
+def test_bad_scope_and_metadata_filters_get_a_reason(client, filters, reason):
+    response = client.post(SEARCH, {"query": "x", "filters": filters}, format="json")
     assert response.status_code == 400
-    assert f"'filters.{key}' is not supported" in response.json()["error"]
+    assert reason in response.json()["error"]
 
 
 def test_an_oversized_json_body_is_refused(client, settings):

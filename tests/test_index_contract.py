@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from retrieval.backends.base import IndexFilter
+from retrieval.backends.base import IndexFilter, MetadataCondition
 from tests.index_fixtures import (  # noqa: F401  (fixtures are found by name)
     lite_vector_settings,
     hash_vector,
@@ -46,7 +46,22 @@ def grid_rows():
             parent_id=rnd.choice(("", "memory:p1")), status=rnd.choice(("active", "disabled")),
             user_id=rnd.choice(("", "u1")), session_id=rnd.choice(("", "s1")),
         ))
+    # Scopes and metadata drawn from their own generator, so the fields above stay as they were.
+    scoped = random.Random(11)
+    for row in rows:
+        row.agent_id = scoped.choice(("", "agent-a", "agent-b"))
+        row.group_id = scoped.choice(("", "g1"))
+        row.run_id = scoped.choice(("", "r1"))
+        row.metadata = scoped.choice(({}, {"category": "news"}, {"category": "sport", "chapter": 3},
+                                      {"chapter": 7.5}, {"chapter": "3"}, {"source": "crm", "chapter": 12}))
     return rows
+
+
+def meta(key, op, *values):
+    return MetadataCondition(key, op, values)
+
+
+meta_condition = meta  # where a local name `meta` (a table name) shadows it
 
 
 GRID_FILTERS = [
@@ -56,6 +71,16 @@ GRID_FILTERS = [
     flt(2, (1, 2), kinds=("chunk",), document_ids=(10,), user_id="u1", session_id="", statuses=()),
     flt(parent_ids=("memory:p1",), or_ids=("chunk:1", "chunk:2", "chunk:3", "chunk:40")),  # either
     flt(or_ids=("chunk:1", "chunk:2", "chunk:3")), flt(kinds=("chunk",), parent_ids=("memory:p1",), or_ids=("chunk:5",)),
+    # one case per scope, "" being the rows of no agent (what a user-level search sees by default)
+    flt(agent_id="agent-a"), flt(agent_id=""), flt(group_id="g1"), flt(group_id=""), flt(run_id="r1"),
+    flt(agent_id="agent-b", group_id="g1", run_id="", user_id="u1", statuses=()),
+    # metadata: equality, IN, numbers by value (3 == 3.0, never "3"), ranges on numbers only
+    flt(metadata=(meta("category", "in", "news"),)), flt(metadata=(meta("category", "in", "news", "sport"),)),
+    flt(metadata=(meta("chapter", "in", 3.0),)), flt(metadata=(meta("chapter", "in", "3"),)),
+    flt(metadata=(meta("chapter", "gte", 7.5),)), flt(metadata=(meta("chapter", "lt", 10),)),
+    flt(metadata=(meta("chapter", "gt", 3), meta("chapter", "lte", 12))),
+    flt(kb_ids=(1, 2), statuses=(), metadata=(meta("category", "in", "sport"), meta("chapter", "in", 3))),
+    flt(kb_ids=(1, 2), agent_id="agent-a", statuses=(), metadata=(meta("chapter", "gte", 3),)),
 ]
 
 
@@ -150,6 +175,50 @@ class IndexContract:
             assert list(index.ids(hostile)) == [], value
             assert index.delete(replace(hostile, statuses=() if field != "statuses" else (value,))) == 0, value
         assert index.count(flt(2)) == 1 and index.count(flt()) == 1
+
+    @pytest.mark.parametrize("field", ["agent_id", "group_id", "run_id", "metadata"])
+    def test_hostile_scope_and_metadata_values_are_only_values(self, index, field):
+        """A hostile scope or metadata value finds nothing but the row that holds exactly that value."""
+        for n, value in enumerate(HOSTILE):
+            bad_row = {"metadata": {"tag": value}} if field == "metadata" else {field: value}
+            index.upsert([make_row(f"chunk:h{n}", "payroll data", **bad_row)])
+        index.upsert([make_row("chunk:plain", "payroll data", metadata={"tag": "plain"})])
+        for n, value in enumerate(HOSTILE):
+            wanted = {f"chunk:h{n}"} if "\n" not in value else set()  # Milvus cannot spell a newline
+            hostile = flt(metadata=(meta("tag", "in", value),)) if field == "metadata" else flt(**{field: value})
+            found = {h.id for h in self.search(index, "payroll data", hostile)}
+            assert found in (wanted, {f"chunk:h{n}"}), value
+            assert index.count(hostile) == len(found), value
+        assert index.count(flt()) == len(HOSTILE) + 1
+
+    @pytest.mark.parametrize("bad", [
+        {"agent_id": 3}, {"run_id": ("r1",)},
+        {"metadata": (MetadataCondition('x") or 1==1 or ("', "in", ("a",)),)},
+        {"metadata": (MetadataCondition("a.b", "in", ("a",)),)}, {"metadata": (MetadataCondition("a", "in", ()),)},
+        {"metadata": (MetadataCondition("a", "gte", ("3",)),)}, {"metadata": (MetadataCondition("a", "like", (1,)),)},
+        {"metadata": (MetadataCondition("a", "in", (True,)),)}, {"metadata": (MetadataCondition("a", "lt", (float("nan"),)),)},
+        {"metadata": ("category=news",)},
+    ])
+    def test_wrong_scope_or_metadata_filters_are_refused(self, index, bad):
+        f = IndexFilter(**{"tenant_id": 1, "kb_ids": (1,), **bad})
+        for call in (lambda: self.search(index, "x", f), lambda: index.count(f), lambda: index.ids(f),
+                     lambda: index.delete(f)):
+            with pytest.raises(ValueError):
+                call()
+
+    @pytest.mark.parametrize("metadata", [{"bad key": "x"}, {'k"': 1}, {"k": True}, {"k": [1, 2]}, {"k": "x" * 201},
+                                          {f"k{n}": n for n in range(17)}, {"k": float("inf")}])
+    def test_rows_with_bad_metadata_are_refused(self, index, metadata):
+        with pytest.raises(ValueError):
+            index.upsert([make_row("chunk:1", "payroll data", metadata=metadata)])
+
+    def test_a_row_keeps_its_scopes_and_metadata_when_replaced(self, index):
+        index.upsert([make_row("memory:a", "trip to kyoto", agent_id="travel-bot", metadata={"category": "travel"})])
+        index.upsert([make_row("memory:a", "trip to kyoto", agent_id="", metadata={"category": "work"})])
+        assert self.search(index, "kyoto", flt(agent_id="travel-bot")) == []
+        assert [h.id for h in self.search(index, "kyoto", flt(agent_id="", metadata=(meta("category", "in", "work"),)))] \
+            == ["memory:a"]
+        assert index.delete(flt(agent_id="", statuses=())) == 1
 
     @pytest.mark.parametrize("bad", [{"tenant_id": "1 or 1=1"}, {"tenant_id": True}, {"kb_ids": ("1",)},
                                      {"kb_ids": "12"}, {"document_ids": (1.5,)}, {"user_id": 7}, {"kinds": "chunk"}])
@@ -323,6 +392,29 @@ class TestSqliteKeywordIndex(KeywordContract):
         with sqlite3.connect(index.path) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert not tables & {"kw_meta", "kw_fts"}
+
+    def test_a_table_made_before_scopes_gains_them_empty_and_filters_on_them(self, index):
+        import sqlite3
+
+        from retrieval.backends.sqlite_fts import SqliteKeywordIndex, table_names
+        from retrieval.text import segment
+
+        meta, fts = table_names(None)
+        with sqlite3.connect(index.path) as old:  # this generation's table set as it was before scopes
+            old.execute(f"CREATE TABLE {meta} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+                        "tenant_id INTEGER NOT NULL, kb_id INTEGER NOT NULL, document_id INTEGER NOT NULL, "
+                        "kind TEXT NOT NULL, parent_id TEXT NOT NULL, status TEXT NOT NULL, "
+                        "user_id TEXT NOT NULL, session_id TEXT NOT NULL)")
+            old.execute(f"CREATE VIRTUAL TABLE {fts} USING fts5(text_seg)")
+            old.execute(f"INSERT INTO {meta} VALUES (1, 'memory:old', 1, 1, 0, 'atomic_fact', '', 'active', 'u1', '')")
+            old.execute(f"INSERT INTO {fts} (rowid, text_seg) VALUES (1, ?)", (segment("sailing lessons"),))
+        fresh = SqliteKeywordIndex({"path": str(index.path)})  # another process, first use after the upgrade
+        assert [h.id for h in fresh.search("sailing", flt(agent_id=""), 5)] == ["memory:old"]
+        assert fresh.search("sailing", flt(agent_id="bot"), 5) == []
+        assert fresh.search("sailing", flt(metadata=(meta_condition("tag", "in", "x"),)), 5) == []
+        fresh.upsert([make_row("memory:new", "sailing club", agent_id="bot", metadata={"tag": "x"})])
+        assert [h.id for h in fresh.search("sailing", flt(agent_id="bot"), 5)] == ["memory:new"]
+        fresh.close()
 
     def test_several_processes_can_write_one_file(self, index):
         import multiprocessing

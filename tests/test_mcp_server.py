@@ -24,7 +24,7 @@ from tests.worker_process import PYTHON, REPO, app_env, free_port, manage, stop_
 pytestmark = pytest.mark.slow
 
 TOOLS = {"add_messages", "flush", "search", "get_memory", "update_memory", "delete_memory", "upload_document",
-         "document_status", "list_knowledge_bases"}
+         "document_status", "list_knowledge_bases", "record_feedback"}
 
 # Run in `manage.py shell`: tenants, keys and one remembered session per KB, through the domain actions.
 SETUP = """
@@ -269,3 +269,42 @@ def test_http_a_missing_or_bad_key_is_refused_with_401(installation, web, key):
 
     with pytest.raises(Exception):
         asyncio.run(connect())
+
+
+def test_stdio_scopes_and_metadata_are_written_and_filtered(installation):
+    env, keys = installation
+
+    async def scenario():
+        async with stdio(env, keys["alice"]) as client:
+            await call(client, "add_messages", user_id="u9", session_id="trip", kb="conversations",
+                       agent_id="travel-bot", run_id="r7", metadata={"category": "travel", "nights": 3},
+                       messages=turns("Book the Kyoto ryokan for three nights in April.", "Booked the ryokan."))
+            await call(client, "flush", user_id="u9", session_id="trip", kb="conversations")
+            query = {"query": "Kyoto ryokan", "method": "keyword"}
+            assert texts(await call(client, "search", **query, filters={"user_id": "u9"})) == []  # no agent named
+            mine = await call(client, "search", **query, filters={"user_id": "u9", "agent_id": "travel-bot",
+                                                                   "run_id": "r7", "metadata": {"nights": {"gte": 3}}})
+            assert any("ryokan" in t for t in texts(mine))
+            assert texts(await call(client, "search", **query, filters={
+                "agent_id": "*", "metadata": {"category": "work"}})) == []
+            assert "keys must start with a letter" in await refusal(client, "search", query="x", filters={
+                "metadata": {"a b": 1}})
+
+            # An agent case from a transcript with a tool call; feedback on it through the tool.
+            steps = turns("Book the Kyoto ryokan for April.", '{"name": "reserve", "arguments": {"hotel": "ryokan"}}',
+                          "reservation confirmed", "Booked the ryokan for April.")
+            steps[2]["role"], steps[2]["sender_name"] = "tool", "reserve"
+            await call(client, "add_messages", user_id="u9", session_id="book", kb="conversations",
+                       agent_id="travel-bot", messages=steps)
+            await call(client, "flush", user_id="u9", session_id="book", kb="conversations")
+            found = await call(client, "search", query="book the Kyoto ryokan", memory_types=["agent_case"],
+                               filters={"user_id": "u9", "agent_id": "travel-bot"})
+            case = found["agent_memory"][0]
+            assert case["memory_type"] == "agent_case" and case["tools"] == ["reserve"]
+            after = await call(client, "record_feedback", memory_id=case["id"], outcome="failure", note="wrong dates")
+            assert after["quality"] < case["quality"]
+            episode = all_facts(mine)[0]["parent_episode_id"] if all_facts(mine) else mine["episodes"][0]["id"]
+            assert "agent cases and agent skills" in await refusal(client, "record_feedback", memory_id=episode,
+                                                                   outcome="success")
+
+    asyncio.run(scenario())

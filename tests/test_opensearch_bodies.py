@@ -63,6 +63,22 @@ def test_hostile_values_stay_plain_term_values():
     assert {"term": {"session_id": "') OR 1=1 --"}} in clauses
 
 
+def test_scope_and_metadata_clauses_keep_hostile_values_as_values():
+    from retrieval.backends.base import MetadataCondition
+    from retrieval.backends.opensearch import metadata_source
+
+    clauses = build_filter(flt(agent_id=HOSTILE, group_id="", run_id="r1", metadata=(
+        MetadataCondition("tag", "in", (HOSTILE, 3)), MetadataCondition("chapter", "gte", (2,)))))
+    assert {"term": {"agent_id": HOSTILE}} in clauses and {"term": {"group_id": ""}} in clauses
+    assert {"terms": {"meta_kv": [f"tag\x1fs:{HOSTILE}", "tag\x1fn:3.0"]}} in clauses
+    assert {"nested": {"path": "meta_num", "query": {"bool": {"filter": [
+        {"term": {"meta_num.k": "chapter"}}, {"range": {"meta_num.v": {"gte": 2.0}}}]}}}} in clauses
+    assert metadata_source({"tag": HOSTILE, "chapter": 3}) == {
+        "meta_kv": [f"tag\x1fs:{HOSTILE}", "chapter\x1fn:3.0"], "meta_num": [{"k": "chapter", "v": 3.0}]}
+    props = index_mapping()["mappings"]["properties"]
+    assert props["agent_id"] == props["run_id"] == {"type": "keyword"} and props["meta_num"]["type"] == "nested"
+
+
 def test_search_body():
     assert build_search_body(["c++", "node.js", "c++"], flt(), 10) == {
         "size": 10,

@@ -22,14 +22,15 @@ from rest_framework.views import APIView
 
 from ingest.api import memory_history
 from ingest.conversation import actions
+from loci.pagination import StrictPageNumberPagination
 from memory import curation
 from memory.models import Memory
-from loci.pagination import StrictPageNumberPagination
+from memory.user_metadata import MetadataError, clean_user_metadata
 from tenants.api.scoping import request_scope
 
 MAX_MESSAGES_PER_REQUEST = 500
 ORDERINGS = ("created_at", "-created_at", "occurred_at", "-occurred_at")
-MEMORY_TYPES = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT)
+MEMORY_TYPES = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT, Memory.Kind.AGENT_CASE, Memory.Kind.AGENT_SKILL)
 
 
 class MessageSerializer(serializers.Serializer):
@@ -52,9 +53,32 @@ class ScopeFieldsSerializer(serializers.Serializer):
     kb = serializers.SlugField(required=False, help_text="knowledge base slug; default: 'conversations' or the first")
 
 
+def _not_any_agent(value):
+    if value == "*":
+        raise ValidationError("'*' is reserved: a search's filters.agent_id \"*\" means every agent.")
+
+
+def _user_metadata(value):
+    try:
+        return clean_user_metadata(value)
+    except MetadataError as exc:
+        raise ValidationError(str(exc)) from None
+
+
 class AccumulateSerializer(ScopeFieldsSerializer):
-    agent_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    agent_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                     validators=[_not_any_agent],
+                                     help_text="the agent these turns are memories of; a search sees them only "
+                                               "when it names the agent (or \"*\")")
     group_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    run_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                   help_text="one run of a task or workflow (Mem0's run_id)")
+    metadata = serializers.JSONField(required=False, default=dict,
+                                     help_text="up to 16 keys (letters, digits, '_'), string or number values: "
+                                               "kept on every memory of these turns, filterable in search")
+
+    def validate_metadata(self, value):
+        return _user_metadata(value)
     messages = serializers.ListField(child=MessageSerializer(), min_length=1, max_length=MAX_MESSAGES_PER_REQUEST,
                                      error_messages={"min_length": "Send at least one message.",
                                                      "max_length": f"Send at most {MAX_MESSAGES_PER_REQUEST} "
@@ -63,13 +87,15 @@ class AccumulateSerializer(ScopeFieldsSerializer):
 
 class MemorySerializer(serializers.ModelSerializer):
     memory_type = serializers.CharField(source="kind")
+    metadata = serializers.JSONField(source="user_metadata", help_text="the caller's metadata")
     kb = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     parent_episode_id = serializers.UUIDField(source="parent_id", allow_null=True)
     superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
 
     class Meta:
         model = Memory
-        fields = ["id", "memory_type", "kb", "text", "topic", "user_id", "session_id", "segment_id", "occurred_at",
+        fields = ["id", "memory_type", "kb", "text", "topic", "user_id", "session_id", "agent_id", "group_id",
+                  "run_id", "metadata", "segment_id", "occurred_at",
                   "created_at", "status", "superseded_by", "parent_episode_id", "source_message_ids",
                   "document_id", "extraction_mode"]
         read_only_fields = fields
@@ -148,13 +174,15 @@ class MemoriesView(APIView):
         kb = _kb(scope, data.get("kb"))
         result = actions.accumulate_messages(scope, kb, user_id=data["user_id"], session_id=data["session_id"],
                                              messages=data["messages"], agent_id=data["agent_id"],
-                                             group_id=data["group_id"])
+                                             group_id=data["group_id"], run_id=data["run_id"],
+                                             metadata=data["metadata"])
         return Response({**result, "kb": kb.slug})
 
     @extend_schema(
         parameters=[
             OpenApiParameter("memory_type", enum=list(MEMORY_TYPES)),
             OpenApiParameter("user_id"), OpenApiParameter("session_id"), OpenApiParameter("kb"),
+            OpenApiParameter("agent_id"), OpenApiParameter("group_id"), OpenApiParameter("run_id"),
             OpenApiParameter("status", enum=["active", "superseded", "disabled", "all"]),
             OpenApiParameter("start", description="ISO date-time: occurred_at (else created_at) at or after"),
             OpenApiParameter("end", description="ISO date-time: occurred_at (else created_at) before"),
@@ -179,7 +207,7 @@ class MemoriesView(APIView):
             if wanted not in Memory.Status.values:
                 raise ValidationError({"status": f"Use one of: {', '.join(Memory.Status.values)}, all."})
             qs = qs.filter(status=wanted)
-        for key in ("user_id", "session_id"):
+        for key in ("user_id", "session_id", "agent_id", "group_id", "run_id"):
             if params.get(key):
                 qs = qs.filter(**{key: params[key]})
         start, end = _datetime(params, "start"), _datetime(params, "end")

@@ -5,13 +5,16 @@ from memory.models import Chunk, Document
 
 class DocumentSerializer(serializers.ModelSerializer):
     kb = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    metadata = serializers.JSONField(source="user_metadata", read_only=True,
+                                     help_text="the uploader's metadata, on every chunk and memory of it")
     download_url = serializers.SerializerMethodField()
 
     class Meta:
         model = Document
         fields = ["id", "kb", "filename", "sha256", "size", "content_type", "detected_type", "status", "stage",
                   "progress", "error", "attempts", "chunk_count", "episode_count", "fact_count", "page_count",
-                  "retryable", "extraction_mode", "created_at", "updated_at", "started_at", "finished_at", "download_url"]
+                  "retryable", "extraction_mode", "created_at", "updated_at", "started_at", "finished_at", "download_url",
+                  "metadata"]
         read_only_fields = fields
 
     def get_download_url(self, obj) -> str:
@@ -21,6 +24,8 @@ class DocumentSerializer(serializers.ModelSerializer):
 class UploadSerializer(serializers.Serializer):
     kb = serializers.SlugField(help_text="slug of the target knowledge base")
     files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False)
+    metadata = serializers.CharField(required=False, help_text="a JSON object of up to 16 string or number values "
+                                                               "(tags, category, source…), filterable in search")
 
 
 class UploadResultSerializer(serializers.Serializer):

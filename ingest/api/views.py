@@ -12,6 +12,7 @@ from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadRe
 from loci.json_parser import StrictJSONParser
 from memory.actions import delete_document
 from memory.models import Document
+from memory.user_metadata import MetadataError, clean_user_metadata
 from tenants.api.scoping import ScopedMixin
 from tenants.models import KnowledgeBase
 
@@ -56,12 +57,16 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             raise ValidationError({"kb": "Name the target knowledge base (its slug)."})
         if not files:
             raise ValidationError({"files": "Attach at least one file in the multipart field 'files'."})
+        try:
+            metadata = clean_user_metadata(request.data.get("metadata"))
+        except MetadataError as exc:
+            raise ValidationError({"metadata": str(exc)}) from None
         kb = KnowledgeBase.objects.filter(tenant=self.scope.tenant, slug=slug, id__in=self.scope.kb_ids).first()
         if kb is None:
             raise ValidationError({"kb": f"Unknown knowledge base '{slug}'."})
         results = []
         for f in files:
-            upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "")
+            upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "", metadata=metadata)
             results.append({"document": DocumentSerializer(upload.document).data, "duplicate": upload.duplicate})
         any_new = any(not r["duplicate"] for r in results)
         return Response(results, status=status.HTTP_201_CREATED if any_new else status.HTTP_200_OK)

@@ -9,6 +9,7 @@ updated on commit.
 """
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 
@@ -16,11 +17,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from entities.actions import link_memories
+from ingest.conversation.agent_cases import agent_case_memories, is_tool_message
 from ingest.conversation.boundaries import boundary_detector
 from ingest.conversation.consolidation import FactPlan, Recent, plan_facts
 from ingest.conversation.foresight import foresight_memories, plan_foresight
+from ingest.conversation.group_episodes import personal_episodes
 from ingest.conversation.profiles import plan_profiles, update_profiles
 from ingest.conversation.segmentation import Turn, segment_turns
+from ingest.conversation.skills import cluster_cases
 from ingest.extraction import extractor
 from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.extraction.dates import dated
@@ -102,7 +106,8 @@ def pending_messages(kb: KnowledgeBase, user_id: str, session_id: str):
 
 
 def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, messages: list[dict],
-                        agent_id: str = "", group_id: str = "") -> dict:
+                        agent_id: str = "", group_id: str = "", run_id: str = "",
+                        metadata: dict | None = None) -> dict:
     """Store the turns at once (idempotent by message id), then extract the MemCells they complete."""
     rows, seen = [], set()
     for m in messages:
@@ -112,7 +117,7 @@ def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, sessio
             continue
         seen.add(message_id)
         rows.append(Message(tenant=scope.tenant, kb=kb, user_id=user_id, agent_id=agent_id, group_id=group_id,
-                            session_id=session_id, message_id=message_id, sender_id=m.get("sender_id") or "",
+                            run_id=run_id, user_metadata=metadata or {}, session_id=session_id, message_id=message_id, sender_id=m.get("sender_id") or "",
                             sender_name=m.get("sender_name") or "", role=m.get("role") or "",
                             content=m["content"], timestamp=m["timestamp"]))
     with transaction.atomic():
@@ -139,13 +144,36 @@ def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id
     counts = ExtractionCounts()
     if not pending:
         return counts
-    cut = segment_turns([turn_for(m) for m in pending], boundary_detector(), final=final)
-    counts.forced = cut.forced
-    by_id = {m.message_id: m for m in pending}
-    recent = Recent()
-    for segment in cut.segments:
-        extract_segment(scope, kb, [by_id[t.message_id] for t in segment], counts=counts, recent=recent)
+    # Turns posted under different scopes (agent, group, run) or metadata are MemCells of their own:
+    # a memory carries one scope, and an agent's turns never become another scope's memory.
+    streams: dict[tuple, list[Message]] = {}
+    for m in pending:
+        streams.setdefault(message_scope(m), []).append(m)
+    for stream in streams.values():
+        cut = segment_turns([turn_for(m) for m in stream], boundary_detector(), final=final)
+        counts.forced += cut.forced
+        by_id = {m.message_id: m for m in stream}
+        recent = Recent()
+        for segment in cut.segments:
+            extract_segment(scope, kb, [by_id[t.message_id] for t in segment], counts=counts, recent=recent)
     return counts
+
+
+def message_scope(m: Message) -> tuple:
+    return m.agent_id, m.group_id, m.run_id, json.dumps(m.user_metadata or {}, sort_keys=True)
+
+
+def scope_fields(first: Message) -> dict:
+    """The scope and user metadata every memory of a MemCell carries (its turns share them)."""
+    return {"agent_id": first.agent_id, "group_id": first.group_id, "run_id": first.run_id,
+            "user_metadata": dict(first.user_metadata or {})}
+
+
+def inherit_scope(memories, episode: Memory) -> None:
+    """Give unsaved memories derived from `episode` its scope and metadata."""
+    for m in memories:
+        m.agent_id, m.group_id, m.run_id = episode.agent_id, episode.group_id, episode.run_id
+        m.user_metadata = dict(episode.user_metadata or {})
 
 
 def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *, counts: ExtractionCounts,
@@ -157,7 +185,9 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     participants = list(dict.fromkeys(s for s in map(speaker, messages) if s))
     unit = ExtractionUnit(
         topic_hint="",
-        passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp) for m in messages],
+        # Tool calls and tool replies are what the agent did (its case), not statements to keep as facts.
+        passages=[Passage(m.message_id, m.content, speaker(m), m.timestamp)
+                  for m in ([m for m in messages if not is_tool_message(m)] or messages)],
         language=kb.language,
         reference_time=first.timestamp,
         # An AI assistant's replies are extracted sparingly (deterministic.ASSISTANT_FACTS_PER_TURN).
@@ -178,7 +208,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     # Embedded here for the duplicate check; the embedding cache hands the same vectors to indexing.
     vectors = embedder().embed_documents(texts) if texts else None
     plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts],
-                       [f.note for f in facts]) if texts else []
+                       [f.note for f in facts], agent_id=first.agent_id) if texts else []
     future = plan_foresight(messages, [speaker(m) for m in messages])
     # The model's profile items (None: the rules'), asked here, outside the transaction, for the facts
     # _write_facts will create, in its order (duplicates of stored facts create none).
@@ -198,18 +228,28 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
                 occurred_at=extracted.occurred_at or first.timestamp, extraction_mode=mode,
                 metadata={"participants": participants, "message_count": len(messages),
                           "start": first.timestamp.isoformat(), "end": last.timestamp.isoformat()},
+                **scope_fields(first),
             )
             created, changed = _write_facts(kb, episode, facts, texts, plans, cited, mode, scope.actor, now)
             foresight = foresight_memories(episode, future, attributed)
+            inherit_scope(foresight, episode)
             Memory.objects.bulk_create(foresight)
+            cases = agent_case_memories(episode, messages)  # tool calls in the MemCell: what the agent did
+            Memory.objects.bulk_create(cases)
+            cluster_cases(cases, actor=scope.actor)
+            personal = personal_episodes(episode, messages, created, speaker)  # a team chat: one per person
+            if personal:
+                episode.save(update_fields=["metadata"])
+                Memory.objects.bulk_create(personal)
             profile = update_profiles(kb, created, actor=scope.actor, now=now, proposed=proposed)
             link_memories([episode, *created, *foresight, *profile.written])
             history = [MemoryHistory(memory_id=m.id, tenant_id=kb.tenant_id, event=MemoryHistory.Event.ADD,
                                      new_text=m.text, new_status=m.status, actor=scope.actor,
                                      reason=f"extracted from session {session_id}"[:300], created_at=now)
-                       for m in (episode, *created, *foresight)]
+                       for m in (episode, *created, *foresight, *cases, *personal)]
             MemoryHistory.objects.bulk_create(history)
-            transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *profile.written]))
+            transaction.on_commit(lambda: index_memories([episode, *created, *changed, *foresight, *cases,
+                                                          *personal, *profile.written]))
     except _AlreadyClaimed:
         log.info("MemCell %s of session %s was extracted by another request", segment_id, session_id)
         return None
@@ -264,6 +304,7 @@ def _write_facts(kb, episode: Memory, facts, texts, plans: list[FactPlan], cited
             content_hash=Memory.hash_text(texts[plan.index]),
             metadata={"subject": fact.subject or "", **({"note": True} if fact.note else {}), **llm_entities(fact)},
         ))
+    inherit_scope(created, episode)
     Memory.objects.bulk_create(created)
     for target in merged.values():
         Memory.objects.filter(pk=target.pk).update(source_message_ids=target.source_message_ids, updated_at=now)

@@ -85,7 +85,8 @@ def near_duplicates(a: str, b: str, subject_a: str, subject_b: str) -> bool:
 
 
 def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: Recent,
-               subjects: list[str] | None = None, notes: list[bool] | None = None) -> list[FactPlan]:
+               subjects: list[str] | None = None, notes: list[bool] | None = None, *,
+               agent_id: str = "") -> list[FactPlan]:
     """What to do with each new fact text of one segment (see the module docstring).
 
     A `notes` fact ("Caroline shares a photo of a dog") records an event, not a statement: two
@@ -94,8 +95,9 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
     subjects = subjects or [""] * len(texts)
     notes = notes or [False] * len(texts)
     hashes = [Memory.hash_text(t) for t in texts]
+    # Only facts of the same agent scope merge or supersede: an agent's memory stays that agent's.
     scope = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
-                                  status=Memory.Status.ACTIVE)
+                                  status=Memory.Status.ACTIVE, agent_id=agent_id)
     by_hash = {m.content_hash: m for m in scope.filter(content_hash__in=set(hashes))}
     by_hash.update({m.content_hash: m for m in recent.memories if m.content_hash in set(hashes)})
     plans, similar_for = [], {}
@@ -103,7 +105,7 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
               if digest in by_hash and not (by_hash[digest].metadata or {}).get("note")}
     # The index holds none of this segment's facts yet, so every fact's neighbours come from one request.
     searched = _index_neighbours(kb, user_id, [vectors[i] for i in range(len(texts))
-                                                if not notes[i] and i not in hashed])
+                                                if not notes[i] and i not in hashed], agent_id)
     for i, (text, digest) in enumerate(zip(texts, hashes)):
         if notes[i]:
             plans.append(FactPlan(i))
@@ -122,17 +124,17 @@ def plan_facts(kb, user_id: str, texts: list[str], vectors: np.ndarray, recent: 
             continue
         plans.append(FactPlan(i))
         similar_for[i] = [m for m, s in neighbours if s >= SUPERSEDE_MIN_COSINE]
-    _plan_supersedes(kb, user_id, texts, vectors, plans, similar_for)
+    _plan_supersedes(kb, user_id, texts, vectors, plans, similar_for, agent_id)
     return plans
 
 
-def _index_neighbours(kb, user_id: str, vectors: list[np.ndarray]) -> list[list[tuple[Memory, float]]]:
+def _index_neighbours(kb, user_id: str, vectors: list[np.ndarray], agent_id: str = "") -> list[list[tuple[Memory, float]]]:
     """The active facts of the user most similar to each vector (at least SUPERSEDE_MIN_COSINE), in one search."""
     if not vectors:
         return []
     exclusive = kb.tenant.isolation == Tenant.Isolation.EXCLUSIVE
     flt = IndexFilter(tenant_id=kb.tenant_id, kb_ids=(kb.pk,), exclusive=exclusive, kinds=("atomic_fact",),
-                      user_id=user_id)
+                      user_id=user_id, agent_id=agent_id)
     found = vector_index().search_many([[float(x) for x in v] for v in vectors], flt, NEIGHBOURS,
                                        min_score=SUPERSEDE_MIN_COSINE)
     pks = [[h.id.split(":", 1)[1] for h in hits] for hits in found]
@@ -141,7 +143,8 @@ def _index_neighbours(kb, user_id: str, vectors: list[np.ndarray]) -> list[list[
     return [[(rows[pk], h.score) for pk, h in zip(row, hits) if pk in rows] for row, hits in zip(pks, found)]
 
 
-def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar_for: dict[int, list[Memory]]) -> None:
+def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar_for: dict[int, list[Memory]],
+                     agent_id: str = "") -> None:
     from django.conf import settings
 
     fresh = [p for p in plans if p.duplicate_of is None]
@@ -157,7 +160,8 @@ def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar
         if new_claim is None:
             continue
         candidates = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
-                                           status=Memory.Status.ACTIVE, text__icontains=new_claim.subject)
+                                           status=Memory.Status.ACTIVE, text__icontains=new_claim.subject,
+                                           agent_id=agent_id)
         olds = [m for m in candidates if contradicts(new_claim, claim(m.text))]
         if olds:
             old_vectors = _embed([m.text for m in olds])

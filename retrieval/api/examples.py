@@ -67,6 +67,7 @@ HYBRID_RESPONSE = {
     "chunks": [],
     "profiles": [],
     "raw_messages": [],
+    "agent_memory": [],
     "query": {
         "text": "When did Caroline go to the LGBTQ support group?",
         "method": "hybrid",

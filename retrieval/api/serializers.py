@@ -19,6 +19,17 @@ class SearchFiltersSerializer(serializers.Serializer):
     session_id = serializers.CharField(max_length=200, required=False)
     valid_at = serializers.CharField(required=False, help_text="ISO date or date-time: only foresight whose "
                                                                "validity window holds then")
+    agent_id = serializers.CharField(max_length=200, required=False,
+                                     help_text="memories of this agent; \"*\": of every agent and of none. "
+                                               "Default: only memories written under no agent")
+    group_id = serializers.CharField(max_length=200, required=False, help_text="memories of this group chat")
+    run_id = serializers.CharField(max_length=200, required=False, help_text="memories of this run (Mem0's run_id)")
+    participant = serializers.CharField(max_length=200, required=False,
+                                        help_text="a group chat's speaker: their personal episodes and own facts "
+                                                  "rank first (nothing is left out)")
+    metadata = serializers.DictField(required=False, help_text="{key: value}, {key: [values]} (any of them), or "
+                                                               "{key: {\"gte\": 3, \"lt\": 10}} (gt, gte, lt, lte, "
+                                                               "eq, in); every key must hold")
 
 
 class SearchRequestSerializer(serializers.Serializer):
@@ -26,7 +37,7 @@ class SearchRequestSerializer(serializers.Serializer):
     method = serializers.ChoiceField(METHODS, default="hybrid")
     memory_types = serializers.ListField(child=serializers.ChoiceField(MEMORY_TYPES), required=False,
                                          help_text="default: episode and atomic_fact; add chunk for raw chunks")
-    filters = SearchFiltersSerializer(required=False, help_text="group_id and agent_id are refused (400)")
+    filters = SearchFiltersSerializer(required=False, help_text="an unknown filter is refused (400)")
     top_k = serializers.IntegerField(min_value=-1, max_value=MAX_TOP_K, default=10,
                                      help_text=f"1 to {MAX_TOP_K}; -1: everything above the similarity floor "
                                                "(vector), capped at the maximum")
@@ -178,12 +189,37 @@ class QueryEchoSerializer(serializers.Serializer):
     below_floor = serializers.IntegerField(help_text="how many items the floor left out")
 
 
+class AgentMemoryItemSerializer(_MemoryItemSerializer):
+    """An agent case (what an agent did about a task) or an agent skill (what it learnt from several)."""
+
+    memory_type = serializers.ChoiceField(["agent_case", "agent_skill"])
+    text = serializers.CharField()
+    atomic_fact = serializers.CharField(help_text="the same as text (items share the facts' fields)")
+    parent_episode_id = serializers.UUIDField(allow_null=True, help_text="a case: the episode of its MemCell")
+    agent_id = serializers.CharField(allow_null=True)
+    steps = serializers.ListField(child=serializers.CharField(), help_text="the approach, in order")
+    task = serializers.CharField(required=False, help_text="a case: the request it worked on")
+    outcome = serializers.CharField(required=False, allow_blank=True, help_text="a case: how it ended")
+    outcome_label = serializers.ChoiceField(["success", "failure", "mixed"], required=False)
+    quality = serializers.FloatField(required=False, help_text="a case: 0-1, from its evidence")
+    evidence = serializers.ListField(child=serializers.DictField(), required=False,
+                                     help_text="a case: what the quality rests on (kind, message_id, text)")
+    tools = serializers.ListField(child=serializers.CharField(), required=False)
+    name = serializers.CharField(required=False, help_text="a skill: its name")
+    when = serializers.ListField(child=serializers.CharField(), required=False, help_text="a skill: tasks it fits")
+    pitfalls = serializers.ListField(child=serializers.CharField(), required=False)
+    maturity = serializers.FloatField(required=False, help_text="a skill: 0-1, rises with successful reuse")
+    case_ids = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+
 class SearchResponseSerializer(serializers.Serializer):
     episodes = EpisodeItemSerializer(many=True)
     facts = AtomicFactItemSerializer(many=True, help_text="hybrid and agentic only; empty for keyword and vector")
     chunks = ChunkItemSerializer(many=True, help_text="with memory_types including chunk")
     profiles = ProfileItemSerializer(many=True, help_text="profile items of the users in scope that bear on the query")
     raw_messages = RawMessageSerializer(many=True)
+    agent_memory = AgentMemoryItemSerializer(many=True, help_text="agent cases and skills (memory_types agent_case, "
+                                                                  "agent_skill, or a search naming an agent)")
     query = QueryEchoSerializer()
 
 

@@ -7,11 +7,24 @@ The checks every backend applies to its arguments (filters, rows, top_k) live he
 same everywhere.
 """
 
+import math
 import numbers
 
 from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
 from retrieval import builds
-from retrieval.backends.base import KINDS, IndexFilter, IndexRow, KeywordIndex, VectorIndex
+from retrieval.backends.base import (
+    KINDS,
+    MAX_METADATA_KEYS,
+    MAX_METADATA_STRING,
+    METADATA_KEY_RE,
+    METADATA_OPS,
+    SCOPE_FIELDS,
+    IndexFilter,
+    IndexRow,
+    KeywordIndex,
+    MetadataCondition,
+    VectorIndex,
+)
 
 
 def _build(alias: str, build: int | None) -> int:
@@ -86,7 +99,59 @@ def clean_filter(flt: IndexFilter) -> IndexFilter:
         user_id=None if flt.user_id is None else _str(flt.user_id, "user_id"),
         session_id=None if flt.session_id is None else _str(flt.session_id, "session_id"),
         statuses=_strs(flt.statuses, "statuses"),
+        **{f: None if getattr(flt, f) is None else _str(getattr(flt, f), f) for f in SCOPE_FIELDS},
+        metadata=tuple(_condition(c) for c in flt.metadata),
     )
+
+
+def metadata_key(key) -> str:
+    if not isinstance(key, str) or not METADATA_KEY_RE.match(key):
+        raise ValueError(f"metadata key {key!r} must match {METADATA_KEY_RE.pattern}")
+    return key
+
+
+def metadata_value(value) -> str | int | float:
+    """A str (at most MAX_METADATA_STRING characters) or a finite number; never a bool."""
+    if isinstance(value, str):
+        if len(value) > MAX_METADATA_STRING:
+            raise ValueError(f"a metadata string is longer than {MAX_METADATA_STRING} characters")
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        if not math.isfinite(float(value)):
+            raise ValueError("a metadata number must be finite")
+        return float(value)
+    raise ValueError(f"a metadata value must be a string or a number, got {type(value).__name__}")
+
+
+def clean_metadata(metadata) -> dict:
+    """A row's metadata map, checked (ValueError otherwise)."""
+    if not isinstance(metadata, dict):
+        raise ValueError("metadata must be a dict")
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise ValueError(f"metadata has more than {MAX_METADATA_KEYS} keys")
+    return {metadata_key(k): metadata_value(v) for k, v in metadata.items()}
+
+
+def _condition(cond) -> MetadataCondition:
+    if not isinstance(cond, MetadataCondition):
+        raise ValueError(f"expected a MetadataCondition, got {type(cond).__name__}")
+    if cond.op not in METADATA_OPS:
+        raise ValueError(f"metadata op must be one of {METADATA_OPS}")
+    if isinstance(cond.values, (str, bytes)) or not hasattr(cond.values, "__iter__"):
+        raise ValueError("MetadataCondition.values must be a tuple")
+    values = tuple(dict.fromkeys(metadata_value(v) for v in cond.values))
+    if cond.op == "in" and not values:
+        raise ValueError("a metadata 'in' condition needs at least one value")
+    if cond.op != "in" and (len(values) != 1 or isinstance(values[0], str)):
+        raise ValueError(f"a metadata {cond.op!r} condition takes exactly one number")
+    return MetadataCondition(metadata_key(cond.key), cond.op, values)
+
+
+def metadata_number(value) -> float | None:
+    """A clean metadata value as a float when it is a number (the form ranges and equality compare)."""
+    return None if isinstance(value, str) else float(value)
 
 
 def matches_nothing(flt: IndexFilter) -> bool:
@@ -105,8 +170,9 @@ def clean_rows(rows: list[IndexRow], *, need_vector: bool = False) -> list[Index
         _int(row.tenant_id, "tenant_id"), _int(row.kb_id, "kb_id"), _int(row.document_id, "document_id")
         if row.kind not in KINDS:
             raise ValueError(f"IndexRow.kind must be one of {KINDS}, got {row.kind!r}")
-        for name in ("text", "parent_id", "status", "user_id", "session_id"):
+        for name in ("text", "parent_id", "status", "user_id", "session_id", *SCOPE_FIELDS):
             _str(getattr(row, name), name)
+        row.metadata = clean_metadata(row.metadata)
         if need_vector and not row.vector:
             raise ValueError(f"IndexRow {row.id!r} has no vector")
         by_id.pop(row.id, None)

@@ -9,7 +9,34 @@ change the shape of the query.
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
-KINDS = ("chunk", "episode", "atomic_fact", "profile", "foresight")
+from memory import user_metadata
+
+KINDS = ("chunk", "episode", "atomic_fact", "profile", "foresight", "agent_case", "agent_skill")
+# The scopes a row carries beside its user and session (Mem0's agent_id and run_id; a group chat's id).
+SCOPE_FIELDS = ("agent_id", "group_id", "run_id")
+
+# User metadata on a row: a small flat map of string or number values (tags, category, source,
+# chapter...), by the core's rules (memory/user_metadata.py). Keys are plain identifiers, so a backend
+# may use one inside a field path (a JSON path, a Milvus JSON key) without quoting; values are only
+# ever bound or escaped literals.
+METADATA_KEY_RE = user_metadata.KEY_RE
+MAX_METADATA_KEYS = user_metadata.MAX_KEYS
+MAX_METADATA_STRING = user_metadata.MAX_STRING  # characters of a string value
+METADATA_OPS = ("in", "gt", "gte", "lt", "lte")
+
+
+@dataclass(frozen=True)
+class MetadataCondition:
+    """One condition on a row's metadata value under `key`; a row without the key never matches.
+
+    op "in": the value equals one of `values` (str or number; a string never equals a number, and
+    numbers compare by value, 3 == 3.0). "gt"/"gte"/"lt"/"lte": `values` is one number and the row's
+    value is a number in that relation (a string value never matches a range).
+    """
+
+    key: str
+    op: str
+    values: tuple = ()
 
 
 @dataclass
@@ -25,6 +52,10 @@ class IndexRow:
     user_id: str = ""
     session_id: str = ""
     vector: list[float] | None = None
+    agent_id: str = ""
+    group_id: str = ""
+    run_id: str = ""
+    metadata: dict = field(default_factory=dict)  # {key: str | int | float}, keys per METADATA_KEY_RE
 
 
 @dataclass(frozen=True)
@@ -45,6 +76,11 @@ class IndexFilter:
     user_id: str | None = None
     session_id: str | None = None
     statuses: tuple[str, ...] = ("active",)
+    # Scopes: None does not narrow; a str (the empty one included: rows of no agent) must equal the row's.
+    agent_id: str | None = None
+    group_id: str | None = None
+    run_id: str | None = None
+    metadata: tuple[MetadataCondition, ...] = ()  # every condition must hold
 
 
 @dataclass

@@ -20,14 +20,15 @@ from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
-from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.milvus_lite import ensure_server
 
 log = logging.getLogger(__name__)
 
 ID_BYTES = 512
 # VARCHAR max_length counts UTF-8 bytes.
-STRING_FIELDS = {"kind": 64, "parent_id": 512, "status": 64, "user_id": 512, "session_id": 512}
+STRING_FIELDS = {"kind": 64, "parent_id": 512, "status": 64, "user_id": 512, "session_id": 512,
+                 "agent_id": 512, "group_id": 512, "run_id": 512}
 INT_FIELDS = ("tenant_id", "kb_id", "document_id")
 SCALAR_INDEXED = ("tenant_id", "kb_id", "document_id", "parent_id")  # the fields every filter or delete uses
 HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
@@ -82,14 +83,43 @@ def build_expr(flt: IndexFilter) -> str | None:
             return None
         if clause:
             parts.append(clause)
-    for field in ("user_id", "session_id"):
+    for field in ("user_id", "session_id", *SCOPE_FIELDS):
         value = getattr(flt, field)
         if value is not None:
             literal = string_literal(value)
             if literal is None:
                 return None
             parts.append(f"{field} == {literal}")
+    for cond in flt.metadata:
+        clause = _metadata_clause(cond)
+        if clause is None:
+            return None
+        parts.append(clause)
     return " and ".join(parts)
+
+
+_RANGE_OPS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def number_literal(value) -> str:
+    # Every number as a float literal: Milvus compares a JSON int with a float by value (3 == 3.0).
+    return repr(float(value))
+
+
+def _metadata_clause(cond) -> str | None:
+    """A condition on the JSON field `meta`. The key is a checked identifier (METADATA_KEY_RE), spelled
+    as a string literal anyway; values are escaped or formatted literals. None when nothing can match."""
+    field = f"meta[{string_literal(cond.key)}]"
+    if cond.op != "in":
+        return f"{field} {_RANGE_OPS[cond.op]} {number_literal(cond.values[0])}"
+    either = []
+    for v in cond.values:
+        literal = string_literal(v) if isinstance(v, str) else number_literal(v)
+        if literal is not None:
+            either.append(f"{field} == {literal}")
+    if not either:
+        return None
+    return either[0] if len(either) == 1 else f"({' or '.join(either)})"
 
 
 def _spelled(field: str, values) -> str | None:
@@ -207,6 +237,7 @@ class MilvusVectorIndex:
             schema.add_field(field, DataType.INT64, is_partition_key=partition_key)
         for field, length in STRING_FIELDS.items():
             schema.add_field(field, DataType.VARCHAR, max_length=length)
+        schema.add_field("meta", DataType.JSON)
         try:
             client.create_collection(name, schema=schema, consistency_level=self.consistency)
         except MilvusException:
@@ -244,6 +275,8 @@ class MilvusVectorIndex:
             if not dim:
                 return False
             self._create(name, dim, shared)
+        else:
+            self._check_schema(name)
         # Checked for every collection first seen, not only ones created here: the creator may have
         # died (or still be running) between creating the collection and its indexes.
         if not client.list_indexes(name):
@@ -251,6 +284,14 @@ class MilvusVectorIndex:
         client.load_collection(name)  # a no-op when loaded; after a server restart it is released
         self._known.add(name)
         return True
+
+    def _check_schema(self, name: str) -> None:
+        """A collection made before rows had scopes and metadata cannot hold them (Milvus adds no field
+        to an existing collection): say what to do rather than fail on each write with a schema error."""
+        fields = {f["name"] for f in self._client().describe_collection(name).get("fields", [])}
+        if "meta" not in fields or "run_id" not in fields:
+            raise MilvusException(message=f"Milvus collection {name} predates agent/group/run scopes and metadata; "
+                                          "run `manage.py reindex` to rebuild the vector index into a new build.")
 
     def _scope_collections(self, flt: IndexFilter) -> list[str]:
         """Every collection (any dimension) holding rows of the filter's table set."""
@@ -277,6 +318,7 @@ class MilvusVectorIndex:
             groups.setdefault((name, len(vector)), []).append({
                 "id": row.id, "vector": vector, "tenant_id": row.tenant_id, "kb_id": row.kb_id,
                 "document_id": row.document_id, **{field: getattr(row, field) for field in STRING_FIELDS},
+                "meta": row.metadata,
             })
         for (name, dim), data in groups.items():
             for start in range(0, len(data), UPSERT_BATCH):

@@ -14,7 +14,7 @@ from typing import Iterator
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
-from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
 
 HIT_FIELDS = ["kind", "kb_id", "document_id", "parent_id"]
@@ -48,9 +48,37 @@ def index_mapping(*, shards: int = 1, replicas: int = 1) -> dict:
                 "status": {"type": "keyword"},
                 "user_id": {"type": "keyword"},
                 "session_id": {"type": "keyword"},
+                **SCOPE_MAPPING,
             },
         },
     }
+
+
+# Scopes and user metadata: added to an existing index's mapping too (new fields are allowed there).
+# Metadata is held twice: `meta_kv`, one keyword token per key and typed value, for equality and IN;
+# `meta_num`, nested {k, v} pairs of the numeric values, for ranges. A key never becomes a field name.
+SCOPE_MAPPING = {
+    **{field: {"type": "keyword"} for field in SCOPE_FIELDS},
+    "meta_kv": {"type": "keyword"},
+    "meta_num": {"type": "nested", "properties": {"k": {"type": "keyword"}, "v": {"type": "double"}}},
+}
+
+
+def metadata_token(key: str, value) -> str:
+    """The `meta_kv` token of one value: strings and numbers never collide, 3 and 3.0 are one token."""
+    return f"{key}\x1fs:{value}" if isinstance(value, str) else f"{key}\x1fn:{float(value)!r}"
+
+
+def metadata_source(metadata: dict) -> dict:
+    return {"meta_kv": [metadata_token(k, v) for k, v in metadata.items()],
+            "meta_num": [{"k": k, "v": float(v)} for k, v in metadata.items() if not isinstance(v, str)]}
+
+
+def _metadata_clause(cond) -> dict:
+    if cond.op == "in":
+        return {"terms": {"meta_kv": [metadata_token(cond.key, v) for v in cond.values]}}
+    return {"nested": {"path": "meta_num", "query": {"bool": {"filter": [
+        {"term": {"meta_num.k": cond.key}}, {"range": {"meta_num.v": {cond.op: float(cond.values[0])}}}]}}}}
 
 
 def build_filter(flt: IndexFilter) -> list[dict]:
@@ -63,9 +91,10 @@ def build_filter(flt: IndexFilter) -> list[dict]:
             clauses.append({"bool": {"should": either, "minimum_should_match": 1}})
         elif values:
             clauses.append({"terms": {field: list(values)}})
-    for field in ("user_id", "session_id"):
+    for field in ("user_id", "session_id", *SCOPE_FIELDS):
         if getattr(flt, field) is not None:
             clauses.append({"term": {field: getattr(flt, field)}})
+    clauses.extend(_metadata_clause(cond) for cond in flt.metadata)
     return clauses
 
 
@@ -155,6 +184,8 @@ class OpenSearchKeywordIndex:
             except RequestError as exc:
                 if "resource_already_exists" not in str(exc):  # a concurrent process won the race
                     raise
+        else:  # an index made before scopes and metadata: their fields join its mapping (idempotent)
+            client.indices.put_mapping(index=alias, body={"properties": SCOPE_MAPPING})
         self._known.add(alias)
 
     def _request(self, method: str, flt: IndexFilter, body: dict, **params) -> dict:
@@ -180,6 +211,7 @@ class OpenSearchKeywordIndex:
                     "id": row.id, "text_seg": segment(row.text), "tenant_id": row.tenant_id, "kb_id": row.kb_id,
                     "document_id": row.document_id, "kind": row.kind, "parent_id": row.parent_id,
                     "status": row.status, "user_id": row.user_id, "session_id": row.session_id,
+                    **{field: getattr(row, field) for field in SCOPE_FIELDS}, **metadata_source(row.metadata),
                 },
             })
         for alias, batch in actions.items():

@@ -22,9 +22,8 @@ from typing import Iterator
 from django.core.exceptions import ImproperlyConfigured
 
 from loci.sqlite import use_wal
-from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, matches_nothing
-from retrieval.backends import cpu_deadline
-from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, cpu_deadline, matches_nothing
+from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
 
 # Characters jieba-free tokens keep inside a word (c++, c#, node.js, at&t, 50%, foo_bar, e-mail):
@@ -61,11 +60,35 @@ def build_where(flt: IndexFilter, alias: str = "m") -> tuple[str, list]:
             clauses.append(f"({' OR '.join(either)})")
         elif field == "kb_ids" or values:  # kb_ids always narrows: an empty tuple matches nothing
             clauses.append(_member(alias, column, values, params))
-    for column in ("user_id", "session_id"):
+    for column in ("user_id", "session_id", *SCOPE_FIELDS):
         if getattr(flt, column) is not None:
             clauses.append(f"{alias}.{column} = ?")
             params.append(getattr(flt, column))
+    for cond in flt.metadata:
+        clauses.append(_metadata_clause(alias, cond, params))
     return " AND ".join(clauses), params
+
+
+_RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _metadata_clause(alias: str, cond, params: list) -> str:
+    """One metadata condition over the row's JSON `meta`; the key is a checked identifier, and both the
+    JSON path and the values are bound parameters. json_type keeps strings and numbers apart (SQLite
+    would otherwise call every string greater than every number)."""
+    path = f"$.{cond.key}"
+    value, kind = f"json_extract({alias}.meta, ?)", f"json_type({alias}.meta, ?)"
+    if cond.op == "in":
+        either = []
+        for v in cond.values:
+            if isinstance(v, str):
+                either.append(f"({kind} = 'text' AND {value} = ?)")
+            else:
+                either.append(f"({kind} IN ('integer', 'real') AND {value} = ?)")
+            params.extend([path, path, v])
+        return f"({' OR '.join(either)})"
+    params.extend([path, path, float(cond.values[0])])
+    return f"({kind} IN ('integer', 'real') AND {value} {_RANGE_SQL[cond.op]} ?)"
 
 
 def _member(alias: str, column: str, values: tuple, params: list) -> str:
@@ -80,6 +103,20 @@ def _member(alias: str, column: str, values: tuple, params: list) -> str:
 def _over_cpu_deadline() -> int:
     deadline = cpu_deadline.get()
     return 1 if deadline is not None and time.thread_time() > deadline else 0
+_ADDED_COLUMNS = (("agent_id", "''"), ("group_id", "''"), ("run_id", "''"), ("meta", "'{}'"))
+
+
+def _missing_columns(conn: sqlite3.Connection, meta: str) -> list[tuple[str, str]]:
+    have = {row[1] for row in conn.execute(f"PRAGMA table_info({meta})")}
+    return [(column, default) for column, default in _ADDED_COLUMNS if column not in have]
+
+
+def _add_missing_columns(conn: sqlite3.Connection, meta: str) -> None:
+    """A table made before scopes and metadata existed gets their columns, empty for its rows (in the
+    caller's write transaction; a concurrent process may have added them first)."""
+    for column, default in _missing_columns(conn, meta):
+        conn.execute(f"ALTER TABLE {meta} ADD COLUMN {column} TEXT NOT NULL DEFAULT {default}")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {meta}_agent ON {meta} (agent_id)")
 
 
 def match_expression(terms: list[str]) -> str:
@@ -163,8 +200,11 @@ class SqliteKeywordIndex:
                 f"CREATE TABLE IF NOT EXISTS {meta} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
                 "tenant_id INTEGER NOT NULL, kb_id INTEGER NOT NULL, document_id INTEGER NOT NULL, "
                 "kind TEXT NOT NULL, parent_id TEXT NOT NULL, status TEXT NOT NULL, "
-                "user_id TEXT NOT NULL, session_id TEXT NOT NULL)"
+                "user_id TEXT NOT NULL, session_id TEXT NOT NULL, agent_id TEXT NOT NULL DEFAULT '', "
+                "group_id TEXT NOT NULL DEFAULT '', run_id TEXT NOT NULL DEFAULT '', "
+                "meta TEXT NOT NULL DEFAULT '{}')"
             )
+            _add_missing_columns(conn, meta)
             for name, columns in (("scope", "tenant_id, kb_id, kind, status"), ("document", "document_id"),
                                   ("parent", "parent_id"), ("user", "user_id"), ("session", "session_id")):
                 conn.execute(f"CREATE INDEX IF NOT EXISTS {meta}_{name} ON {meta} ({columns})")
@@ -176,6 +216,9 @@ class SqliteKeywordIndex:
         if meta in self._ready:
             return True
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (meta,)).fetchone()
+        if found and _missing_columns(conn, meta):
+            with self._write() as writing:
+                _add_missing_columns(writing, meta)
         if found:
             self._ready.add(meta)
         return bool(found)
@@ -221,12 +264,15 @@ class SqliteKeywordIndex:
                 # in place: an upsert of the same id is idempotent and leaves no stale terms.
                 conn.executemany(
                     f"INSERT INTO {meta} (id, tenant_id, kb_id, document_id, kind, parent_id, status, user_id, "
-                    "session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                    "session_id, agent_id, group_id, run_id, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO UPDATE SET "
                     "tenant_id = excluded.tenant_id, kb_id = excluded.kb_id, document_id = excluded.document_id, "
                     "kind = excluded.kind, parent_id = excluded.parent_id, status = excluded.status, "
-                    "user_id = excluded.user_id, session_id = excluded.session_id",
+                    "user_id = excluded.user_id, session_id = excluded.session_id, agent_id = excluded.agent_id, "
+                    "group_id = excluded.group_id, run_id = excluded.run_id, meta = excluded.meta",
                     [(row.id, row.tenant_id, row.kb_id, row.document_id, row.kind, row.parent_id, row.status,
-                      row.user_id, row.session_id) for row, _ in group],
+                      row.user_id, row.session_id, row.agent_id, row.group_id, row.run_id,
+                      json.dumps(row.metadata, ensure_ascii=False)) for row, _ in group],
                 )
                 rids = dict(conn.execute(f"SELECT id, rid FROM {meta} WHERE id IN (SELECT value FROM json_each(?))",
                                          (json.dumps([row.id for row, _ in group]),)))

@@ -34,18 +34,17 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
-
-logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
-import faiss  # noqa: E402
-
-# One thread per search: the search pools run several at once, and a query's scan is memory-bound.
-faiss.omp_set_num_threads(1)
-
 from django.core.exceptions import ImproperlyConfigured
 
 from loci.sqlite import use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow
+
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
+import faiss  # noqa: E402  (after quieting its loader's log)
+
+# One thread per search: the search pools run several at once, and a query's scan is memory-bound.
+faiss.omp_set_num_threads(1)
 
 SHARED = -1  # the place of the shared table set; an exclusive tenant's place is its id
 PAGE = 1000

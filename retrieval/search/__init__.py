@@ -19,11 +19,13 @@ from loci.dates import resolve_relative_dates
 from retrieval import results, warmup
 from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
-from retrieval.request import SearchError, SearchRequest
+from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
 from retrieval.search import flat, hybrid, late_interaction, paths, ranking
+from retrieval.search.agent_memory import agent_memory_items
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
+from retrieval.search.participants import prefer_participant
 from retrieval.search.tense import apply_tense
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
@@ -101,6 +103,9 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
     add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+    response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
+    if req.filters.get("participant"):
+        prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
     response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
     response["query"] = {
@@ -130,6 +135,11 @@ def permission_filter(scope: Scope, req: SearchRequest) -> IndexFilter:
         document_ids=tuple(req.filters.get("document_id", ())),
         user_id=req.filters.get("user_id"),
         session_id=req.filters.get("session_id"),
+        # No agent named: memories of no agent only; "*": every agent's (see retrieval.request.ANY_AGENT).
+        agent_id=None if req.filters.get("agent_id") == ANY_AGENT else req.filters.get("agent_id", ""),
+        group_id=req.filters.get("group_id"),
+        run_id=req.filters.get("run_id"),
+        metadata=index_conditions(req.filters.get("metadata", {})),
     )
 
 

@@ -40,4 +40,6 @@ def vector(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
 
 
 def _filter(req: SearchRequest, base: IndexFilter) -> IndexFilter:
-    return replace(base, kinds=tuple(t for t in req.memory_types if t in ("episode", "atomic_fact", "chunk")))
+    # Only other kinds asked for (profile, agent_case…: their own lists): a kind no row has, not "any kind".
+    kinds = tuple(t for t in req.memory_types if t in ("episode", "atomic_fact", "chunk"))
+    return replace(base, kinds=kinds or ("-",))

@@ -77,6 +77,9 @@ def valid_foresight_ids(flt: IndexFilter, at: str) -> list[str]:
         qs = qs.filter(user_id=flt.user_id)
     if flt.session_id:
         qs = qs.filter(session_id=flt.session_id)
+    for field in ("agent_id", "group_id", "run_id"):
+        if getattr(flt, field) is not None:
+            qs = qs.filter(**{field: getattr(flt, field)})
     if flt.document_ids:
         qs = qs.filter(document_id__in=flt.document_ids)
     # Text comparison of one fixed UTC format is time comparison, in SQLite and PostgreSQL alike.
@@ -92,7 +95,8 @@ def profile_items(run) -> list[dict]:
     BM25 first: a profile is small and cosine alone ranks every item of it, related or not. No engine
     is called for a scope without profile items (a documents-only tenant pays one indexed query).
     """
-    flt = replace(run.base, kinds=("profile",))
+    # A profile is the user's, whatever agent, group or run asks: those scopes do not narrow it.
+    flt = replace(run.base, kinds=("profile",), agent_id=None, group_id=None, run_id=None)
     if run.req.filters.get("document_id") or not _has_rows(flt, Memory.Kind.PROFILE):
         return []
     sparse = run.engines.bm25(flt, PROFILE_ITEMS * 4)

@@ -6,7 +6,7 @@ keep their shape (shared/DESIGN.md); facts nested under an episode are its suppo
 are not ranked. Ties keep the lists' order (facts, episodes, chunks, each best first).
 """
 
-LISTS = ("facts", "episodes", "chunks")
+LISTS = ("facts", "episodes", "chunks", "agent_memory")
 
 
 def drop_below(response: dict, floor: float) -> dict:

@@ -95,6 +95,10 @@ class Memory(TypedDict):
     topic: str
     user_id: str
     session_id: str
+    agent_id: str
+    group_id: str
+    run_id: str
+    metadata: dict
     occurred_at: str | None
     created_at: str
     status: str

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0001_initial'),
+        ('memory', '0003_agent_case_clusters'),
     ]
 
     operations = [
