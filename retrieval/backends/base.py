@@ -39,6 +39,21 @@ class MetadataCondition:
     values: tuple = ()
 
 
+def metadata_holds(metadata, cond: MetadataCondition) -> bool:
+    """MetadataCondition's semantics on one row's metadata, for backends that filter in Python."""
+    if not isinstance(metadata, dict) or cond.key not in metadata:
+        return False
+    value = metadata[cond.key]
+    if cond.op == "in":
+        return any(type(v) is str and type(value) is str and v == value
+                   or type(v) is not str and type(value) is not str and float(v) == float(value)
+                   for v in cond.values)
+    if isinstance(value, str):
+        return False
+    bound = float(cond.values[0])
+    return {"gt": value > bound, "gte": value >= bound, "lt": value < bound, "lte": value <= bound}[cond.op]
+
+
 @dataclass
 class IndexRow:
     id: str  # "chunk:<pk>" or "memory:<uuid>"

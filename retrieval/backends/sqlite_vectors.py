@@ -38,7 +38,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from loci.sqlite import use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
-from retrieval.backends.base import Hit, IndexFilter, IndexRow
+from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
 import faiss  # noqa: E402  (after quieting its loader's log)
@@ -91,6 +91,10 @@ def _contains(want: dict) -> Callable:
     return lambda value: isinstance(value, dict) and all(k in value and value[k] == v for k, v in want.items())
 
 
+def _metadata_test(conditions: tuple) -> Callable:
+    return lambda value: all(metadata_holds(value, c) for c in conditions)
+
+
 def _predicates(flt: IndexFilter) -> tuple[list[tuple[str, Callable]], tuple[str, ...], tuple[str, ...]]:
     """([(row field, test of one value)], ids, or_ids) for a clean filter: every row must pass every
     test, have its id in `ids` when given, and when `or_ids` is given pass the parent test OR have
@@ -99,6 +103,10 @@ def _predicates(flt: IndexFilter) -> tuple[list[tuple[str, Callable]], tuple[str
     for f in dataclasses.fields(flt):
         name, value = f.name, getattr(flt, f.name)
         if name in ("exclusive", "ids", "or_ids") or (name == "parent_ids" and flt.or_ids):
+            continue
+        if name == "metadata":  # conditions on the row's metadata map, every one must hold
+            if value:
+                tests.append(("metadata", _metadata_test(value)))
             continue
         if isinstance(value, tuple):
             if value or name == "kb_ids":
