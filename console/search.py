@@ -74,7 +74,9 @@ def curl_command(request, scope, body: dict) -> str:
     """The exact API request this search made, for a terminal: an API key replaces the console's session."""
     payload = json.dumps(body, ensure_ascii=False)
     return (f"curl -X POST {shlex.quote(request.build_absolute_uri('/api/v1/memories/search'))} "
-            f"-H 'Authorization: Bearer $LOCI_API_KEY' -H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
+            # Double quotes: the shell expands the key (single quotes would send the literal name, a 401).
+            '-H "Authorization: Bearer $LOCI_API_KEY" '
+            f"-H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
             f"-H 'Content-Type: application/json' -d {shlex.quote(payload)}")
 
 
