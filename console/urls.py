@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import documents, entities, knowledge_bases, memories, search
+from console import documents, entities, keys, knowledge_bases, memories, search
 from tenants.sign_in import SignInForm
 
 app_name = "console"
@@ -35,4 +35,7 @@ urlpatterns = [
     path("entities/", entities.entity_list, name="entity-list"),
     path("entities/<int:pk>/", entities.entity_detail, name="entity-detail"),
     path("profiles/<str:user_id>/", entities.profile_detail, name="profile-detail"),
+    path("keys/", keys.key_list, name="key-list"),
+    path("keys/<str:key_id>/rename/", keys.key_rename, name="key-rename"),
+    path("keys/<str:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
 ]

@@ -100,3 +100,18 @@ def test_a_bad_request_is_400_with_a_reason(world, body, needle):
     response = create(api_client(user=world.alice), **body)
     assert response.status_code == 400 and needle in response.json()["error"], response.json()
     assert not response.json()["error"].startswith("error:")
+
+
+def test_the_console_keys_page_is_for_owners_and_admins_only(world):
+    from django.test import Client
+
+    bob, alice = Client(), Client()
+    bob.force_login(world.bob)
+    alice.force_login(world.alice)
+    assert b'href="/keys/"' not in bob.get("/").content and b'href="/keys/"' in alice.get("/").content
+    assert bob.get("/keys/").status_code == 403
+    assert bob.post("/keys/", {"name": "x"}).status_code == 403
+    page = alice.get("/keys/").content.decode()
+    assert "alice-rw" in page and "acme-ro" in page and "charlie-rw" not in page
+    refused = alice.post("/keys/", {"name": "x", "kb": ["secret"]})
+    assert refused.status_code == 400 and "Unknown knowledge base: secret." in refused.content.decode()

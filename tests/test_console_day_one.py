@@ -85,3 +85,43 @@ def test_the_same_request_as_curl_answers_200_when_run_by_a_shell(fleet, console
     assert status == "200", (snippet, done.stdout, done.stderr)
     assert any("3 trucks" in json.dumps(item) for item in json.loads(body)["chunks"])
     assert re.search(r'-H "Authorization: Bearer \$LOCI_API_KEY"', snippet)
+
+
+def test_an_owner_creates_a_read_only_key_in_the_console_uses_it_and_revokes_it(fleet, server):
+    import httpx
+
+    alice = fleet
+    alice.goto("/")
+    alice.get_by_role("link", name="API keys").click()
+    alice.fill("#key-name", "support-bot")
+    alice.check("input[name=role][value=read-only]")
+    alice.check("input[name=kb][value=docs]")
+    alice.get_by_role("button", name="Create key").click()
+    secret = alice.locator("[data-secret]").inner_text().strip()
+    assert secret.startswith("loci_")
+    row = alice.locator("tr", has_text="support-bot")
+    assert "read-only" in row.inner_text() and "docs" in row.inner_text()
+    assert "never" in row.locator("[data-last-used]").inner_text()
+
+    headers = {"Authorization": f"Bearer {secret}"}
+    found = httpx.post(server + "/api/v1/memories/search", headers=headers, timeout=60,
+                       json={"query": "How many trucks?", "memory_types": ["chunk"]})
+    assert found.status_code == 200 and "3 trucks" in found.text
+    write = httpx.post(server + "/api/v1/memories", headers=headers, timeout=60, json={
+        "user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "hi",
+                                                          "timestamp": "2024-01-01T00:00:00Z"}]})
+    assert write.status_code == 403 and write.json()["error"] == "This API key is read-only."
+
+    # Shown once: the page again lists the key, used now, and never its secret.
+    alice.goto("/keys/")
+    assert secret not in alice.content()
+    row = alice.locator("tr", has_text="support-bot")
+    assert "ago" in row.locator("[data-last-used]").inner_text()
+
+    row.locator("summary", has_text="Revoke").click()
+    row.get_by_role("button", name="Revoke support-bot").click()
+    assert "Revoked “support-bot”" in alice.locator(".flash").inner_text()
+    assert alice.locator("tr[data-revoked]", has_text="support-bot").count() == 1
+    refused = httpx.get(server + "/api/v1/tenants", headers=headers, timeout=30)
+    assert refused.status_code == 401
+    assert alice.js_errors == []
