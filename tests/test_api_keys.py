@@ -115,3 +115,10 @@ def test_the_console_keys_page_is_for_owners_and_admins_only(world):
     assert "alice-rw" in page and "acme-ro" in page and "charlie-rw" not in page
     refused = alice.post("/keys/", {"name": "x", "kb": ["secret"]})
     assert refused.status_code == 400 and "Unknown knowledge base: secret." in refused.content.decode()
+
+
+def test_a_tenant_key_is_told_it_cannot_read_the_installations_metrics(world, settings):
+    settings.LOCI_METRICS_TOKEN = "metrics-secret"
+    response = api_client(world.alice_key).get("/metrics")
+    assert response.status_code == 401 and "scoped to one tenant" in response.json()["error"]
+    assert api_client("metrics-secret").get("/metrics").status_code == 200
