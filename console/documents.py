@@ -208,7 +208,7 @@ def document_detail(request, pk):
     orphans = episodes.get(None, [])
     return render_page(request, scope, "ingest/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
-        "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun, "took": _took(document),
+        "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun and not _permanent_failure(document), "took": _took(document),
         "can_cancel": scope.can_write and document.status in Document.ACTIVE_STATUSES,
     })
 
@@ -316,6 +316,11 @@ def document_rerun(request, pk):
         rerun_document(scope, document)
         messages.success(request, f"Queued “{document.filename}” again.")
     return redirect("console:document-detail", pk=document.pk)
+
+
+def _permanent_failure(document: Document) -> bool:
+    """Failed for a reason of the file itself (empty, encrypted, corrupt): running it again fails again."""
+    return document.status == Document.Status.FAILED and not document.retryable
 
 
 @login_required

@@ -20,8 +20,7 @@ MEMORIES_PER_PAGE = 30
 def memory_list(request):
     scope = console_scope(request)
     params = request.GET
-    kind = params.get("kind") if params.get("kind") in (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT) \
-        else Memory.Kind.EPISODE
+    kind = params.get("kind") if params.get("kind") in Memory.Kind.values else Memory.Kind.EPISODE
     qs = Memory.objects.in_scope(scope).filter(kind=kind).select_related("kb", "document", "parent")
     kb_slug = kb_filter(request, scope)
     if kb_slug:
@@ -29,6 +28,9 @@ def memory_list(request):
     status = params.get("status", Memory.Status.ACTIVE)
     if status in Memory.Status.values:
         qs = qs.filter(status=status)
+    # A conversation's user and session, exactly (ids, not words): GET /api/v1/memories filters the same way.
+    who = {key: params.get(key, "").strip() for key in ("user_id", "session_id")}
+    qs = qs.filter(**{key: value for key, value in who.items() if value})
     if params.get("q"):
         qs = qs.filter(Q(text__icontains=params["q"].strip()) | Q(topic__icontains=params["q"].strip()))
     if kind == Memory.Kind.EPISODE:
@@ -37,7 +39,8 @@ def memory_list(request):
     return render_page(request, scope, "ingest/memory_list.html", {
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
-        "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE),
+        "user_id": who["user_id"], "session_id": who["session_id"],
+        "filtered": bool(params.get("q") or kb_slug or status != Memory.Status.ACTIVE or any(who.values())),
         "can_curate": request.user.is_staff and request.user.has_perm("memory.change_memory"),
     })
 
