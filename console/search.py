@@ -143,6 +143,10 @@ def _item(item: dict, text: str, terms: list[str]) -> None:
             source["url"] = f"/documents/{source['document_id']}/" + (
                 f"?chunk={chunk_id}#chunk-{chunk_id}" if chunk_id else "")
             source["where"] = location_label(source)
-            # The original at the cited place (a PDF at its page; other types at their chunk).
+            # The original at the cited place (a PDF at its page; other types at their chunk). A transcript
+            # fact cites its own cue inside its chunk's window of cues: `t` opens the viewer at that cue.
+            params = [f"chunk={chunk_id}"] if chunk_id else []
+            if source.get("start_time") is not None:
+                params.append(f"t={source['start_time']}")
             source["original_url"] = f"/documents/{source['document_id']}/view/" + (
-                f"?chunk={chunk_id}" if chunk_id else "")
+                "?" + "&".join(params) if params else "")

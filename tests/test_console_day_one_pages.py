@@ -47,3 +47,29 @@ def test_the_profile_page_shows_since_as_a_date_not_iso_text(world, alice):
     page = alice.get("/profiles/ann/").content.decode()
     assert ">2024-05-01 09:30</time>" in page
     assert ">2024-05-01T09:30:00+00:00<" not in page
+
+
+@pytest.mark.usefixtures("lite_vector_settings", "warm_embedding_cache")
+def test_a_transcript_facts_original_link_opens_the_transcript_at_its_own_cue(world, alice,
+                                                                               django_capture_on_commit_callbacks):
+    import html
+    import re
+
+    from ingest.tasks import run_inline
+    from memory.models import Document
+    from tests.conftest import SHARED_DATA, api_client
+
+    captions = SHARED_DATA / "docs" / "vtt" / "videojs-elephantsdream" / "captions.en.vtt"
+    with captions.open("rb") as fh, django_capture_on_commit_callbacks(execute=False):
+        api_client(world.alice_key).post("/api/v1/documents", {"kb": "docs", "files": [fh]}, format="multipart")
+    assert run_inline(Document.objects.get(filename=captions.name).pk).status == "ready"
+
+    page = alice.get("/search/", {"q": "the machine is like clockwork", "method": "hybrid"}).content.decode()
+    fact = next(card for card in page.split('<li class="result card')[1:]
+                if 'data-kind="fact"' in card and "clockwork" in card)
+    link = html.unescape(re.search(r'<a href="([^"]+)" class="original-link"', fact).group(1))
+    assert "t=271.126" in link, link
+    viewer = alice.get(link).content.decode()
+    # "Emo. the machine is like clockwork." is cue 27 (00:04:31), inside a chunk of the cues of 00:04:27–00:04:51.
+    cited = re.findall(r'<tr id="cue-(\d+)" class="cited"', viewer)
+    assert cited == ["27"], cited
