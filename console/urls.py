@@ -19,6 +19,7 @@ urlpatterns = [
     path("kbs/<slug:slug>/delete/", knowledge_bases.kb_delete, name="kb-delete"),
     path("upload/", documents.upload, name="upload"),
     path("documents/", documents.document_list, name="document-list"),
+    path("documents/bulk/", documents.document_bulk, name="document-bulk"),
     path("documents/status.json", documents.document_status, name="document-status"),
     path("documents/<int:pk>/", documents.document_detail, name="document-detail"),
     path("documents/<int:pk>/original/", documents.document_original, name="document-original"),

@@ -73,3 +73,64 @@ def test_a_transcript_facts_original_link_opens_the_transcript_at_its_own_cue(wo
     # "Emo. the machine is like clockwork." is cue 27 (00:04:31), inside a chunk of the cues of 00:04:27–00:04:51.
     cited = re.findall(r'<tr id="cue-(\d+)" class="cited"', viewer)
     assert cited == ["27"], cited
+
+
+def _document(world, name, status, *, size=100, retryable=True, days_ago=0):
+    import datetime
+
+    from django.utils import timezone
+
+    from memory.models import Document
+
+    document = Document.objects.create(kb=world.docs, filename=name, sha256=name.ljust(64, "0")[:64], size=size,
+                                       status=status, retryable=retryable)
+    Document.objects.filter(pk=document.pk).update(created_at=timezone.now() - datetime.timedelta(days=days_ago))
+    return document
+
+
+def test_the_documents_table_sorts_by_name_and_size_both_ways(world, alice):
+    import re
+
+    for name, size, days in (("b.txt", 300, 2), ("a.txt", 100, 1), ("c.txt", 200, 3)):
+        _document(world, name, "ready", size=size, days_ago=days)
+
+    def order(sort=None):
+        page = alice.get("/documents/", {"sort": sort} if sort else {}).content.decode()
+        return re.findall(r'<td class="cell-name"><a href="[^"]+">([^<]+)</a>', page)
+
+    assert order() == ["a.txt", "b.txt", "c.txt"]  # newest first
+    assert order("filename") == ["a.txt", "b.txt", "c.txt"] and order("-filename") == ["c.txt", "b.txt", "a.txt"]
+    assert order("-size") == ["b.txt", "c.txt", "a.txt"]
+    assert order("'; drop table") == order()  # an unknown sort is the default, not an error
+    page = alice.get("/documents/", {"sort": "filename"}).content.decode()
+    assert 'aria-sort="ascending"' in page and "sort=-filename" in page  # the header sorts the other way next
+
+
+def test_ticked_documents_are_rerun_or_deleted_together(world, alice, django_capture_on_commit_callbacks):
+    from memory.models import Document
+
+    failed = _document(world, "failed.txt", "failed")
+    empty = _document(world, "empty.txt", "failed", retryable=False)
+    ready = _document(world, "ready.txt", "ready")
+    other = _document(world, "keep.txt", "ready")
+    foreign = Document.objects.create(kb=world.secret, filename="globex.txt", sha256="9" * 64, status="ready")
+
+    with django_capture_on_commit_callbacks(execute=False):  # no worker: the re-run documents stay queued
+        answer = alice.post("/documents/bulk/", {"action": "rerun", "ids": [failed.pk, empty.pk, ready.pk]},
+                            follow=True)
+    assert "Queued 2 documents again. 1 skipped" in answer.content.decode()
+    statuses = dict(Document.objects.values_list("filename", "status"))
+    assert (statuses["failed.txt"], statuses["ready.txt"], statuses["empty.txt"]) == ("queued", "queued", "failed")
+
+    ids = [ready.pk, empty.pk, foreign.pk]
+    confirm = alice.post("/documents/bulk/", {"action": "delete", "ids": ids}).content.decode()
+    assert "Delete 2 documents?" in confirm and "globex.txt" not in confirm  # another tenant's id is ignored
+    assert Document.objects.filter(pk__in=ids).count() == 3  # nothing deleted before the confirmation
+    done = alice.post("/documents/bulk/", {"action": "delete", "confirm": "yes", "ids": ids}, follow=True)
+    assert "Deleted 2 documents" in done.content.decode()
+    assert set(Document.objects.values_list("filename", flat=True)) == {"failed.txt", "keep.txt", "globex.txt"}
+
+    bob = Client()
+    bob.force_login(world.bob)  # a viewer
+    assert bob.post("/documents/bulk/", {"action": "delete", "confirm": "yes", "ids": [other.pk]}).status_code == 403
+    assert "data-bulk" not in bob.get("/documents/").content.decode()
