@@ -220,7 +220,16 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"SearchMethodEnum": "retrieval.request.METHODS"},  # method and answered_by
+    # One name per choice set used by several fields; without these, every schema load warns.
+    "ENUM_NAME_OVERRIDES": {
+        "SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
+        "EntityTypeEnum": "entities.models.Entity.Type",
+        "ExtractionModeEnum": ["deterministic", "llm"],  # what created a memory, profile item or mention
+    },
+    # Tags by resource (documents, memories, keys, …): the first path segment after the version.
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Every path is documented without a trailing slash (each route accepts both).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "loci.api_schema.without_trailing_slash"],
     # The docs pages load their scripts from our static files (collectstatic, whitenoise), not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

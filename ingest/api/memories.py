@@ -14,6 +14,7 @@ Extraction runs synchronously inside the request: a request holds at most 500 tu
 
 from django.db.models import Q
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -227,6 +228,11 @@ class MemoryFlushView(APIView):
         return Response(actions.flush_session(scope, kb, user_id=data["user_id"], session_id=data["session_id"]))
 
 
+# Routes match ids by regex (so both /x and /x/ resolve); the schema states their type.
+MEMORY_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+
+
+@extend_schema(parameters=[MEMORY_ID])
 class MemoryDetailView(APIView):
     """One memory of the caller's knowledge bases."""
 
