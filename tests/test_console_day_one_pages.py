@@ -134,3 +134,24 @@ def test_ticked_documents_are_rerun_or_deleted_together(world, alice, django_cap
     bob.force_login(world.bob)  # a viewer
     assert bob.post("/documents/bulk/", {"action": "delete", "confirm": "yes", "ids": [other.pk]}).status_code == 403
     assert "data-bulk" not in bob.get("/documents/").content.decode()
+
+
+def test_bootstrap_applies_a_new_password_only_when_asked_and_otherwise_says_it_was_not(world):
+    import io
+
+    from django.core.management import call_command
+
+    def bootstrap(*extra):
+        out = io.StringIO()
+        call_command("bootstrap", "--tenant", "acme", "--kb", "docs", "--user", "alice", *extra, stdout=out)
+        return out.getvalue()
+
+    said = bootstrap("--password", "another-pw-1")
+    assert "NOT its password (not applied" in said and "Sign in as" not in said
+    world.alice.refresh_from_db()
+    assert world.alice.check_password("alice-pw-123")
+
+    said = bootstrap("--password", "another-pw-1", "--set-password")
+    world.alice.refresh_from_db()
+    assert world.alice.check_password("another-pw-1") and "Sign in as alice / another-pw-1" in said
+    assert "NOT" not in bootstrap("--password", "another-pw-1")  # the right one: nothing to warn about
