@@ -125,3 +125,17 @@ def test_an_owner_creates_a_read_only_key_in_the_console_uses_it_and_revokes_it(
     refused = httpx.get(server + "/api/v1/tenants", headers=headers, timeout=30)
     assert refused.status_code == 401
     assert alice.js_errors == []
+
+
+def test_documents_are_sorted_ticked_together_and_rerun_from_the_list(fleet, server):
+    alice = fleet
+    alice.goto("/documents/")
+    alice.locator("a.sort-link[data-sort=filename]").click()
+    alice.wait_for_url(re.compile(r"sort=filename"))
+    assert alice.locator("th[aria-sort=ascending]").inner_text().startswith("Name")
+    alice.locator("[data-pick-all]").check()
+    boxes = alice.locator('input[name="ids"]')
+    assert boxes.count() >= 1 and all(boxes.nth(i).is_checked() for i in range(boxes.count()))
+    alice.locator("[data-bulk-rerun]").click()
+    assert re.search(r"Queued \d+ documents? again", alice.locator(".flash").first.inner_text())
+    assert alice.js_errors == []
