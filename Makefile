@@ -20,7 +20,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(INSTALLED): | $(PY)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e . -e ./clients/python
 	rm -f $(VENV)/.installed-[0-9a-f]*
 	touch $@
 
@@ -37,9 +37,13 @@ migrate: install
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py collectstatic --no-input -v 0
 
+# A DEMO_PASSWORD given on the command line or in the environment is applied to an existing user too;
+# the default only to a new one. bootstrap prints "Sign in as …" only with a password that works.
+SET_PASSWORD := $(if $(filter command line environment,$(origin DEMO_PASSWORD)),--set-password,)
+
 demo: migrate
-	$(PY) manage.py bootstrap --tenant demo --kb docs --user $(DEMO_USER) --password $(DEMO_PASSWORD) --superuser
-	@echo "Sign in as $(DEMO_USER) / $(DEMO_PASSWORD) at the address printed below (admin: /admin/, API docs: /api/docs/)"
+	$(PY) manage.py bootstrap --tenant demo --kb docs --user $(DEMO_USER) --password $(DEMO_PASSWORD) --superuser $(SET_PASSWORD)
+	@echo "Sign in at the address printed below (admin: /admin/, API docs: /api/docs/, API keys: /keys/)"
 
 run: demo
 	$(PY) manage.py up

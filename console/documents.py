@@ -9,10 +9,11 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q
 from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from console import progress_estimates, viewers
-from console.shell import console_scope, current_kb, kb_filter, location_label, render_page
+from console.shell import console_scope, current_kb, kb_filter, location_label, render_page, safe_next
 from django.utils import timezone
 
 from ingest.actions import CANCELLED_STAGE, cancel_document, rerun_document
@@ -170,15 +171,56 @@ def document_list(request):
         qs = qs.filter(created_at__date__gte=since)
     if until:
         qs = qs.filter(created_at__date__lte=until)
-    page = Paginator(qs, DOCUMENTS_PER_PAGE).get_page(params.get("page"))
+    sort = params.get("sort") if params.get("sort") in SORTS else "-created_at"
+    page = Paginator(qs.order_by(sort, "-id"), DOCUMENTS_PER_PAGE).get_page(params.get("page"))
     types = (Document.objects.in_scope(scope).exclude(detected_type="").order_by("detected_type")
              .values_list("detected_type", flat=True).distinct())
     filtered = any(params.get(k) for k in ("status", "type", "q", "from", "to")) or bool(kb_slug)
     return render_page(request, scope, "ingest/document_list.html", {
         "section": "documents", "page": page, "types": list(types), "statuses": Document.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "", "filtered": filtered,
-        "active_statuses": Document.ACTIVE_STATUSES,
+        "active_statuses": Document.ACTIVE_STATUSES, "sort": sort,
     })
+
+
+# The documents table's sortable columns (either direction): ?sort=filename, ?sort=-size, …
+SORTS = {f"{way}{field}" for field in ("filename", "created_at", "size", "status", "detected_type", "chunk_count")
+         for way in ("", "-")}
+BULK_LIMIT = 200  # documents one bulk action takes (a page holds fewer)
+
+
+@login_required
+@require_POST
+def document_bulk(request):
+    """Re-run or delete the documents ticked in the list; delete asks once more, listing them."""
+    scope = console_scope(request, write=True)
+    ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][:BULK_LIMIT]
+    documents = list(Document.objects.in_scope(scope).select_related("kb").filter(pk__in=ids).order_by("id"))
+    back = safe_next(request, reverse("console:document-list"))
+    action = request.POST.get("action")
+    if not documents:
+        messages.warning(request, "Tick the documents to act on first.")
+        return redirect(back)
+    if action == "rerun":
+        queued = [d for d in documents if d.can_rerun and not _permanent_failure(d)]
+        for document in queued:
+            rerun_document(scope, document)
+        skipped = len(documents) - len(queued)
+        messages.success(request, f"Queued {len(queued)} document{'s' if len(queued) != 1 else ''} again."
+                         + (f" {skipped} skipped: still processing, or failed for a reason re-running cannot fix."
+                            if skipped else ""))
+        return redirect(back)
+    if action == "delete" and request.POST.get("confirm") == "yes":
+        for document in documents:
+            delete_document(scope, document)
+        messages.success(request, f"Deleted {len(documents)} document{'s' if len(documents) != 1 else ''}, "
+                                  "their chunks and their memories.")
+        return redirect(back)
+    if action == "delete":
+        return render_page(request, scope, "ingest/document_bulk_delete.html",
+                           {"section": "documents", "documents": documents, "next": back})
+    messages.warning(request, "Choose Re-run or Delete.")
+    return redirect(back)
 
 
 def _scoped_document(scope, pk) -> Document:
@@ -209,7 +251,7 @@ def document_detail(request, pk):
     orphans = episodes.get(None, [])
     return render_page(request, scope, "ingest/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
-        "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun, "took": _took(document),
+        "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun and not _permanent_failure(document), "took": _took(document),
         "can_cancel": scope.can_write and document.status in Document.ACTIVE_STATUSES,
     })
 
@@ -317,6 +359,11 @@ def document_rerun(request, pk):
         rerun_document(scope, document)
         messages.success(request, f"Queued “{document.filename}” again.")
     return redirect("console:document-detail", pk=document.pk)
+
+
+def _permanent_failure(document: Document) -> bool:
+    """Failed for a reason of the file itself (empty, encrypted, corrupt): running it again fails again."""
+    return document.status == Document.Status.FAILED and not document.retryable
 
 
 @login_required

@@ -5,6 +5,7 @@ and conversation users' profiles. They read through the same scoped queries as t
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
+from django.utils.dateparse import parse_datetime
 
 from console.shell import console_scope, render_page
 from entities.models import Entity
@@ -64,10 +65,17 @@ def profile_detail(request, user_id):
         raise Http404(f"No profile for user '{user_id}'.")
     by_subject: dict[str, list] = {}
     for item in sorted(items, key=lambda i: (i["subject"], i["category"])):
+        item["since_at"] = _when(item["since"])  # the API's ISO text, as a date the template formats
         by_subject.setdefault(item["subject"] or "—", []).append(item)
     return render_page(request, scope, "knowledge/profile_detail.html", {
         "section": "entities", "user_id": user_id, "subjects": by_subject, "show_all": show_all,
     })
+
+
+def _when(value):
+    if not isinstance(value, str) or not value:
+        return None
+    return parse_datetime(value)  # a bare date stays as it is written
 
 
 def _profile_users(scope) -> list[str]:

@@ -15,14 +15,13 @@ from memory.models import Memory
 
 MEMORIES_PER_PAGE = 30
 # The tabs: what was understood, and what agents did (cases) and learnt (skills).
-LISTED_KINDS = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT, Memory.Kind.AGENT_CASE, Memory.Kind.AGENT_SKILL)
 
 
 @login_required
 def memory_list(request):
     scope = console_scope(request)
     params = request.GET
-    kind = params.get("kind") if params.get("kind") in LISTED_KINDS else Memory.Kind.EPISODE
+    kind = params.get("kind") if params.get("kind") in Memory.Kind.values else Memory.Kind.EPISODE
     qs = Memory.objects.in_scope(scope).filter(kind=kind).select_related("kb", "document", "parent")
     kb_slug = kb_filter(request, scope)
     if kb_slug:
@@ -30,6 +29,9 @@ def memory_list(request):
     status = params.get("status", Memory.Status.ACTIVE)
     if status in Memory.Status.values:
         qs = qs.filter(status=status)
+    # A conversation's user and session, exactly (ids, not words): GET /api/v1/memories filters the same way.
+    who = {key: params.get(key, "").strip() for key in ("user_id", "session_id")}
+    qs = qs.filter(**{key: value for key, value in who.items() if value})
     if params.get("q"):
         qs = qs.filter(Q(text__icontains=params["q"].strip()) | Q(topic__icontains=params["q"].strip()))
     if params.get("agent_id"):
@@ -40,7 +42,9 @@ def memory_list(request):
     return render_page(request, scope, "ingest/memory_list.html", {
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
-        "filtered": bool(params.get("q") or kb_slug or params.get("agent_id") or status != Memory.Status.ACTIVE),
+        "user_id": who["user_id"], "session_id": who["session_id"],
+        "filtered": bool(params.get("q") or kb_slug or params.get("agent_id") or status != Memory.Status.ACTIVE
+                         or any(who.values())),
         "can_curate": request.user.is_staff and request.user.has_perm("memory.change_memory"),
     })
 

@@ -79,7 +79,9 @@ def curl_command(request, scope, body: dict) -> str:
     """The exact API request this search made, for a terminal: an API key replaces the console's session."""
     payload = json.dumps(body, ensure_ascii=False)
     return (f"curl -X POST {shlex.quote(request.build_absolute_uri('/api/v1/memories/search'))} "
-            f"-H 'Authorization: Bearer $LOCI_API_KEY' -H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
+            # Double quotes: the shell expands the key (single quotes would send the literal name, a 401).
+            '-H "Authorization: Bearer $LOCI_API_KEY" '
+            f"-H {shlex.quote('X-Loci-Tenant: ' + scope.tenant.slug)} "
             f"-H 'Content-Type: application/json' -d {shlex.quote(payload)}")
 
 
@@ -154,6 +156,10 @@ def _item(item: dict, text: str, terms: list[str]) -> None:
             source["url"] = f"/documents/{source['document_id']}/" + (
                 f"?chunk={chunk_id}#chunk-{chunk_id}" if chunk_id else "")
             source["where"] = location_label(source)
-            # The original at the cited place (a PDF at its page; other types at their chunk).
+            # The original at the cited place (a PDF at its page; other types at their chunk). A transcript
+            # fact cites its own cue inside its chunk's window of cues: `t` opens the viewer at that cue.
+            params = [f"chunk={chunk_id}"] if chunk_id else []
+            if source.get("start_time") is not None:
+                params.append(f"t={source['start_time']}")
             source["original_url"] = f"/documents/{source['document_id']}/view/" + (
-                f"?chunk={chunk_id}" if chunk_id else "")
+                "?" + "&".join(params) if params else "")

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console import documents, entities, knowledge_bases, memories, search
+from console import documents, entities, keys, knowledge_bases, memories, search
 from tenants.sign_in import SignInForm
 
 app_name = "console"
@@ -19,6 +19,7 @@ urlpatterns = [
     path("kbs/<slug:slug>/delete/", knowledge_bases.kb_delete, name="kb-delete"),
     path("upload/", documents.upload, name="upload"),
     path("documents/", documents.document_list, name="document-list"),
+    path("documents/bulk/", documents.document_bulk, name="document-bulk"),
     path("documents/status.json", documents.document_status, name="document-status"),
     path("documents/<int:pk>/", documents.document_detail, name="document-detail"),
     path("documents/<int:pk>/original/", documents.document_original, name="document-original"),
@@ -35,4 +36,7 @@ urlpatterns = [
     path("entities/", entities.entity_list, name="entity-list"),
     path("entities/<int:pk>/", entities.entity_detail, name="entity-detail"),
     path("profiles/<str:user_id>/", entities.profile_detail, name="profile-detail"),
+    path("keys/", keys.key_list, name="key-list"),
+    path("keys/<str:key_id>/rename/", keys.key_rename, name="key-rename"),
+    path("keys/<str:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
 ]

@@ -24,6 +24,9 @@ Status = Document.Status
 
 # Added to a lease's remaining time when waiting it out: the claim compares clocks of other machines.
 LEASE_MARGIN_SECONDS = 1.0
+# A task runs its document's next stage itself while it has used less than this share of its soft
+# time limit (180 s of the default 1800 s); later, the next stage is queued as a task of its own.
+CHAIN_SHARE = 0.1
 # Backoff between attempts at a stage whose engine did not answer: 1, 2, 4 … s, at most this.
 MAX_BACKOFF_SECONDS = 30.0
 
@@ -158,11 +161,26 @@ def run_inline(document_id: int) -> Document:
 
 @shared_task(bind=True, acks_late=True)
 def process_document_stage(self, document_id: int, stage_name: str = "parse"):
-    outcome = stage_outcome(document_id, stage_name)
-    if outcome == FINISHED and STAGES[stage_name].next:
-        process_document_stage.delay(document_id, STAGES[stage_name].next)
-    elif outcome == NOT_CLAIMED and not self.request.is_eager:
-        _come_back_when_lease_ends(self, document_id, stage_name)
+    """Run a document's stage, then its next ones in this task while the task is young.
+
+    Documents finish in the order they came: a document's next stage runs ahead of the next
+    document's first, instead of behind every queued parse (breadth-first, the first of 22 files
+    was ready after 102 s). Each stage still claims the document on its own, so a message for a
+    stage that already ran finds nothing to claim. Past CHAIN_SHARE of the task's soft time limit
+    the next stage is queued instead, so it gets (nearly) a whole time limit of its own.
+    """
+    started = time.monotonic()
+    while True:
+        outcome = stage_outcome(document_id, stage_name)
+        following = STAGES[stage_name].next
+        if outcome == FINISHED and following:
+            if time.monotonic() - started < settings.CELERY_TASK_SOFT_TIME_LIMIT * CHAIN_SHARE:
+                stage_name = following
+                continue
+            process_document_stage.delay(document_id, following)
+        elif outcome == NOT_CLAIMED and not self.request.is_eager:
+            _come_back_when_lease_ends(self, document_id, stage_name)
+        return
 
 
 def _come_back_when_lease_ends(task, document_id: int, stage_name: str) -> None:
@@ -174,6 +192,10 @@ def _come_back_when_lease_ends(task, document_id: int, stage_name: str) -> None:
     attempt then finds the stage done.
     """
     document = Document.objects.filter(pk=document_id).first()
+    if document is not None and document.claim_token is not None:
+        # A task that ran on from this stage to a later one (process_document_stage) and died there is
+        # re-delivered as its first stage's message: come back for the stage it died in.
+        stage_name = STAGE_OF_STATUS.get(document.status, stage_name)
     wait = document.lease_left(STAGES[stage_name].status, settings.LOCI_STAGE_LEASE_SECONDS) if document else None
     if wait is None:
         return  # deleted, failed, or past this stage

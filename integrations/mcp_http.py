@@ -95,8 +95,15 @@ def _refusal(headers: dict, client) -> tuple | None:
     return None
 
 
+# JSON-RPC's implementation-defined server error codes: the key was refused; anything else.
+UNAUTHORIZED, REFUSED = -32001, -32000
+
+
 async def _answer(send, status: int, message: str, extra=()):
-    body = json.dumps({"error": message, "detail": {"detail": message}}).encode()  # the REST API's error shape
+    # A JSON-RPC error (id null: the request was refused before it was read), so an MCP client raises
+    # it with this message ("Invalid or revoked API key.") instead of a generic "error response".
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+        "code": UNAUTHORIZED if status == 401 else REFUSED, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]})
     await send({"type": "http.response.body", "body": body})

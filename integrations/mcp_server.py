@@ -26,15 +26,19 @@ from django.db.models import Count, Q
 from django.http import Http404
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
 from ingest.api.agent_feedback import FeedbackSerializer, give_feedback
-from ingest.api.memories import AccumulateSerializer, MemorySerializer, ScopeFieldsSerializer
+from ingest.api.memories import (AccumulateSerializer, MemoryPagination, MemorySerializer, ScopeFieldsSerializer,
+                                  listed_memories)
+from ingest.api.profiles import user_profile
 from ingest.api.serializers import DocumentSerializer
 from ingest.conversation import actions as conversation
+from ingest.memory_edits import history_entry
+from ingest.memory_edits import memory_history as history_rows  # a tool below is named memory_history
 from ingest.upload_limits import limit_megabytes
 from memory import curation
 from memory.models import Document, Memory
@@ -142,6 +146,56 @@ def build_server(key_for: KeyFor) -> MCPServer:
         return await act(ctx, lambda scope: MemorySerializer(_memory(scope, memory_id)).data)
 
     @server.tool()
+    async def list_memories(ctx: Context, memory_type: str | None = None, user_id: str | None = None,
+                            session_id: str | None = None, kb: str | None = None, status: str = "active",
+                            start: str | None = None, end: str | None = None, ordering: str = "-created_at",
+                            page: int = 1, page_size: int = 50) -> dict[str, Any]:
+        """List memories newest first, as GET /api/v1/memories does (the same filters).
+
+        memory_type: episode, atomic_fact, profile or foresight (without it: episodes and atomic facts).
+        status: active, superseded, disabled or all. start/end: ISO dates. page_size: at most 100.
+        """
+        params = {k: v for k, v in {"memory_type": memory_type, "user_id": user_id, "session_id": session_id,
+                                    "kb": kb, "status": status, "start": start, "end": end,
+                                    "ordering": ordering}.items() if v}
+
+        def work(scope):
+            qs = listed_memories(scope, params)
+            size = max(1, min(int(page_size), MemoryPagination.max_page_size))
+            first = (max(1, int(page)) - 1) * size
+            total = qs.count()
+            return {"count": total, "page": max(1, int(page)), "page_size": size,
+                    "results": MemorySerializer(qs[first:first + size], many=True).data}
+
+        return await act(ctx, work)
+
+    @server.tool()
+    async def memory_history(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """Every change of one memory, oldest first: ADD, UPDATE (before and after) and DELETE, with who made it.
+
+        Kept after the memory is deleted, so it also says what a deleted memory said."""
+        def work(scope):
+            try:
+                pk = uuid.UUID(str(memory_id))
+            except ValueError:
+                raise ToolError(f"'{memory_id}' is not a memory id (a UUID).") from None
+            rows = history_rows(scope, pk)
+            if not rows:
+                raise ToolError(f"No history for memory {pk} in the knowledge bases this key may read.")
+            return {"memory_id": str(pk), "history": [history_entry(row) for row in rows]}
+
+        return await act(ctx, work)
+
+    @server.tool()
+    async def get_profile(user_id: str, ctx: Context, kb: str | None = None, subject: str | None = None,
+                          status: Literal["active", "all"] = "active") -> dict[str, Any]:
+        """What a conversation user's memories say about each person in them (traits, preferences, facts).
+
+        subject: only items about this person. status all: superseded items too."""
+        params = {k: v for k, v in {"kb": kb, "subject": subject, "status": status}.items() if v}
+        return await act(ctx, lambda scope: user_profile(scope, user_id, params))
+
+    @server.tool()
     async def update_memory(memory_id: str, text: str, ctx: Context) -> dict[str, Any]:
         """Correct a memory's text; the old text stays in its history and search sees the new one."""
         def work(scope):
@@ -229,6 +283,8 @@ def _as_caller(token: str | None, write: bool, work: Callable[[Scope], Any]) -> 
         raise ToolError(f"{exc} (engine: {exc.engine}); try again shortly.") from None
     except ValidationError as exc:
         raise ToolError(f"Invalid arguments: {json.dumps(exc.detail, cls=JSONEncoder)}") from None
+    except APIException as exc:  # a REST function's NotFound and the like: its message, as REST says it
+        raise ToolError(str(exc.detail)) from None
     finally:
         close_old_connections()
 

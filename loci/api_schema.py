@@ -40,3 +40,10 @@ class AutoSchema(SpectacularAutoSchema):
                 responses[code] = self._get_response_for_code(ErrorSerializer, code, direction=direction)
                 responses[code]["description"] = description
         return responses
+
+
+def without_trailing_slash(result, generator, request, public):
+    """One rule for every path in the schema: no trailing slash (routes accept both, `/?`)."""
+    result["paths"] = {path.rstrip("/") or "/": item for path, item in result["paths"].items()}
+    return result
+

@@ -175,6 +175,9 @@ def clear_files() -> int:
     return removed
 
 
+TENANT_KEY_PREFIX = "loci_"  # tenants.models.ApiKey.PREFIX (loci imports no app)
+
+
 @require_GET
 def metrics_view(request):
     """GET /metrics: for a staff session, or `Authorization: Bearer $LOCI_METRICS_TOKEN`."""
@@ -182,6 +185,10 @@ def metrics_view(request):
     token = settings.LOCI_METRICS_TOKEN
     if header.startswith("Bearer ") and token and hmac.compare_digest(header[7:].strip().encode(), token.encode()):
         pass
+    elif header.startswith(f"Bearer {TENANT_KEY_PREFIX}"):
+        # A key's scope is one tenant; the metrics count every tenant's documents and searches.
+        return _refused(401, "An API key is scoped to one tenant and cannot read /metrics, which covers the whole "
+                             "installation; send Authorization: Bearer <LOCI_METRICS_TOKEN>.")
     elif header:
         return _refused(401, "The metrics token is wrong or not configured (LOCI_METRICS_TOKEN).")
     elif not request.user.is_authenticated:

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "loci.streaming.AsyncFileStreaming",  # outermost: it also streams WhiteNoise's static files under ASGI
     "django.middleware.security.SecurityMiddleware",
     "tenants.forwarded.UntrustedForwardingMiddleware",  # notices a proxy LOCI_TRUSTED_PROXIES does not name
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -227,8 +228,17 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
-                            "AgentMemoryTypeEnum": "retrieval.search.agent_memory.KINDS"},
+    # One name per choice set used by several fields; without these, every schema load warns.
+    "ENUM_NAME_OVERRIDES": {
+        "SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
+        "AgentMemoryTypeEnum": "retrieval.search.agent_memory.KINDS",
+        "EntityTypeEnum": "entities.models.Entity.Type",
+        "ExtractionModeEnum": ["deterministic", "llm"],  # what created a memory, profile item or mention
+    },
+    # Tags by resource (documents, memories, keys, …): the first path segment after the version.
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Every path is documented without a trailing slash (each route accepts both).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "loci.api_schema.without_trailing_slash"],
     # The docs pages load their scripts from our static files (collectstatic, whitenoise), not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -1,9 +1,13 @@
 """`Authorization: Bearer loci_<id>_<secret>` for the REST API, failed keys throttled per client address."""
 
+import logging
+
 from rest_framework import authentication, exceptions
 
 from tenants import throttle
 from tenants.models import ApiKey
+
+log = logging.getLogger(__name__)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -31,6 +35,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             throttle.record_failure(counters)
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         key.touch()
+        # Attributable: a write names its key in the log (memory and document histories record it too);
+        # reads at DEBUG, so a busy read key doesn't flood the log (its last_used_at says it is in use).
+        log.log(logging.DEBUG if request.method in ("GET", "HEAD", "OPTIONS") else logging.INFO,
+                "API key %s (%s, tenant %s): %s %s", key.key_id, key.name, key.tenant.slug, request.method,
+                request.path)
         # DRF's request.user stays anonymous-like; views read request.auth (the key).
         return (_KeyUser(key), key)
 

@@ -94,6 +94,8 @@ class ApiKey(models.Model):
     can_write = models.BooleanField(default=False)
     knowledge_bases = models.ManyToManyField(KnowledgeBase, blank=True, help_text="empty: every KB of the tenant")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who issued it (a scope's actor, e.g. "user:alice"); empty for keys from `manage.py bootstrap`.
+    created_by = models.CharField(max_length=150, blank=True, default="")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

@@ -38,7 +38,7 @@ PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.
 # of documents and memories (the MCP server answers exactly what REST answers), and the readers of
 # an original the console's viewers show (read by the parsers' own code).
 INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.upload_limits",
-                       "ingest.api.serializers", "ingest.api.memories", "ingest.memory_edits",
+                       "ingest.api.serializers", "ingest.api.memories", "ingest.api.profiles", "ingest.memory_edits",
                        "ingest.original_readers", "ingest.api.agent_feedback"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {

@@ -11,6 +11,7 @@ visible to either.
 import asyncio
 import json
 import subprocess
+import traceback
 
 import httpx
 import pytest
@@ -24,7 +25,8 @@ from tests.worker_process import PYTHON, REPO, app_env, free_port, manage, stop_
 pytestmark = pytest.mark.slow
 
 TOOLS = {"add_messages", "flush", "search", "get_memory", "update_memory", "delete_memory", "upload_document",
-         "document_status", "list_knowledge_bases", "record_feedback"}
+         "document_status", "list_knowledge_bases", "list_memories", "memory_history", "get_profile",
+         "record_feedback"}
 
 # Run in `manage.py shell`: tenants, keys and one remembered session per KB, through the domain actions.
 SETUP = """
@@ -41,6 +43,7 @@ secret = KnowledgeBase.objects.create(tenant=globex, slug="secret", name="Secret
 alice_key, alice = ApiKey.issue(acme, "alice", can_write=True)
 _, notes_only = ApiKey.issue(acme, "notes-only", can_write=True, knowledge_bases=[notes])
 _, globex_key = ApiKey.issue(globex, "globex", can_write=True)
+_, reader = ApiKey.issue(acme, "reader")  # read-only, every KB of acme
 
 def remember(key, kb, session, *lines):
     scope = permitted_scope(key, write=True)
@@ -54,7 +57,10 @@ remember(alice_key, conversations, "regatta", "I crewed in the Marseille sailing
          "Great, how did the regatta go?")
 remember(alice_key, notes, "pottery", "I started a pottery class on Thursdays.", "Nice, what do you make?")
 remember(ApiKey.objects.get(name="globex"), secret, "merger", "The Initech merger closes in October.", "Noted.")
-print(json.dumps({"alice": alice, "notes_only": notes_only, "globex": globex_key}))
+from memory.models import Memory
+Memory.objects.create(tenant=acme, kb=conversations, kind="profile", user_id="setup", text="Lives in Marseille.",
+                      metadata={"subject": "user", "category": "home", "value": "Marseille"})
+print(json.dumps({"alice": alice, "notes_only": notes_only, "globex": globex_key, "reader": reader}))
 """
 
 
@@ -215,6 +221,31 @@ def test_stdio_a_bad_key_is_refused_before_serving(installation):
         asyncio.run(connect())
 
 
+def test_stdio_a_read_only_key_lists_reads_history_and_profiles_but_cannot_write(installation):
+    env, keys = installation
+
+    async def scenario():
+        async with stdio(env, keys["reader"]) as client:
+            facts = await call(client, "list_memories", memory_type="atomic_fact", user_id="setup")
+            assert facts["count"] >= 2 and {m["memory_type"] for m in facts["results"]} == {"atomic_fact"}
+            assert any("regatta" in m["text"] for m in facts["results"])
+            assert any("regatta" in t for t in texts(await call(client, "search", query="sailing regatta")))
+            history = await call(client, "memory_history", memory_id=facts["results"][0]["id"])
+            assert history["history"][0]["event"] == "ADD" and history["history"][0]["before"] is None
+            profile = await call(client, "get_profile", user_id="setup")
+            assert [(i["category"], i["value"]) for i in profile["items"]] == [("home", "Marseille")]
+            listed = await call(client, "list_memories", memory_type="profile")
+            assert [m["text"] for m in listed["results"]] == ["Lives in Marseille."]
+            assert "No profile for user 'nobody'." in await refusal(client, "get_profile", user_id="nobody")
+            assert "Use one of" in await refusal(client, "list_memories", memory_type="chunk")
+            assert "This API key is read-only." in await refusal(
+                client, "add_messages", user_id="u", session_id="s", kb="conversations", messages=turns("hello there"))
+            assert "This API key is read-only." in await refusal(client, "delete_memory",
+                                                                 memory_id=facts["results"][0]["id"])
+
+    asyncio.run(scenario())
+
+
 # --- streamable HTTP ---------------------------------------------------------------------------------------------
 
 def test_http_adds_flushes_and_searches_with_sources(installation, web):
@@ -252,23 +283,32 @@ def test_http_a_key_limited_to_one_kb_sees_only_that_kb(installation, web):
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize("key", [None, "loci_000000000000_nope"])
-def test_http_a_missing_or_bad_key_is_refused_with_401(installation, web, key):
+@pytest.mark.parametrize("key, message", [
+    (None, "Send your API key as 'Authorization: Bearer <key>'."),
+    ("loci_000000000000_nope", "Invalid or revoked API key."),
+])
+def test_http_a_missing_or_bad_key_is_refused_with_401_and_says_why(installation, web, key, message):
     headers = {"Accept": "application/json, text/event-stream", **({"Authorization": f"Bearer {key}"} if key else {})}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = httpx.post(web, json=body, headers=headers, timeout=30)
     assert response.status_code == 401, response.text
     assert response.headers["www-authenticate"] == "Bearer"
-    assert response.json()["error"] in ("Invalid or revoked API key.",
-                                        "Send your API key as 'Authorization: Bearer <key>'.")
+    assert response.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
 
     async def connect():
         transport, mcp_client = http(web, key)
         async with transport, mcp_client as client:
             await client.list_tools()
 
-    with pytest.raises(Exception):
+    # The SDK's client raises the server's reason (an MCPError with its message) where it used to raise
+    # "Server returned an error response"; its own task groups still wrap it in an exception group.
+    with pytest.raises(Exception) as raised:
         asyncio.run(connect())
+    assert message in "".join(traceback.format_exception(raised.value))
+    leaves = [raised.value]
+    while isinstance(leaves[0], BaseExceptionGroup):
+        leaves = list(leaves[0].exceptions)
+    assert [str(e) for e in leaves] == [message], leaves
 
 
 def test_stdio_scopes_and_metadata_are_written_and_filtered(installation):

@@ -126,9 +126,11 @@ def test_a_permanent_failure_says_retrying_cannot_help_and_the_console_offers_no
     console.force_login(world.alice)
     page = console.get(f"/documents/{broken.pk}/").content.decode()
     assert "Processing failed." in page and ">Retry</button>" not in page
+    assert ">Re-run</button>" not in page  # the header's button would fail the same way
 
     Document.objects.filter(pk=broken.pk).update(retryable=True)  # e.g. an engine that did not answer
-    assert ">Retry</button>" in console.get(f"/documents/{broken.pk}/").content.decode()
+    page = console.get(f"/documents/{broken.pk}/").content.decode()
+    assert ">Retry</button>" in page and ">Re-run</button>" in page
 
 
 @pytest.mark.django_db(transaction=True)

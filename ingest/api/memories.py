@@ -14,6 +14,7 @@ Extraction runs synchronously inside the request: a request holds at most 500 tu
 
 from django.db.models import Q
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -31,6 +32,8 @@ from tenants.api.scoping import request_scope
 MAX_MESSAGES_PER_REQUEST = 500
 ORDERINGS = ("created_at", "-created_at", "occurred_at", "-occurred_at")
 MEMORY_TYPES = (Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT, Memory.Kind.AGENT_CASE, Memory.Kind.AGENT_SKILL)
+# Every kind a search returns (chunks aside, which are documents' text: /documents/{id}) can be listed by name.
+LISTABLE_TYPES = tuple(Memory.Kind.values)
 
 
 class MessageSerializer(serializers.Serializer):
@@ -160,6 +163,35 @@ def _datetime(params, name):
             raise ValidationError({name: f"'{value}' is not an ISO 8601 date or date-time."}) from None
 
 
+def listed_memories(scope, params):
+    """The memories GET /api/v1/memories lists for these query parameters (the MCP list_memories tool too)."""
+    qs = Memory.objects.in_scope(scope).filter(kb_id__in=_kb_ids(scope, params.get("kb"))).select_related("kb")
+    memory_type = params.get("memory_type")
+    if memory_type:
+        if memory_type not in LISTABLE_TYPES:
+            raise ValidationError({"memory_type": f"Use one of: {', '.join(LISTABLE_TYPES)}."})
+        qs = qs.filter(kind=memory_type)
+    else:
+        qs = qs.filter(kind__in=MEMORY_TYPES)
+    wanted = params.get("status", "active")
+    if wanted != "all":
+        if wanted not in Memory.Status.values:
+            raise ValidationError({"status": f"Use one of: {', '.join(Memory.Status.values)}, all."})
+        qs = qs.filter(status=wanted)
+    for key in ("user_id", "session_id", "agent_id", "group_id", "run_id"):
+        if params.get(key):
+            qs = qs.filter(**{key: params[key]})
+    start, end = _datetime(params, "start"), _datetime(params, "end")
+    if start:  # a memory with no known time is placed by when it was recorded
+        qs = qs.filter(Q(occurred_at__gte=start) | Q(occurred_at__isnull=True, created_at__gte=start))
+    if end:
+        qs = qs.filter(Q(occurred_at__lt=end) | Q(occurred_at__isnull=True, created_at__lt=end))
+    ordering = params.get("ordering", "-created_at")
+    if ordering not in ORDERINGS:
+        raise ValidationError({"ordering": f"Use one of: {', '.join(ORDERINGS)}."})
+    return qs.order_by(ordering, "ordinal", "id")
+
+
 class MemoriesView(APIView):
     """Post chat turns, list memories, delete a user's memories."""
 
@@ -180,7 +212,8 @@ class MemoriesView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("memory_type", enum=list(MEMORY_TYPES)),
+            OpenApiParameter("memory_type", enum=list(LISTABLE_TYPES),
+                             description="without it: episodes and atomic facts"),
             OpenApiParameter("user_id"), OpenApiParameter("session_id"), OpenApiParameter("kb"),
             OpenApiParameter("agent_id"), OpenApiParameter("group_id"), OpenApiParameter("run_id"),
             OpenApiParameter("status", enum=["active", "superseded", "disabled", "all"]),
@@ -192,33 +225,7 @@ class MemoriesView(APIView):
         responses=MemorySerializer(many=True),
     )
     def get(self, request):
-        scope = request_scope(request)
-        params = request.query_params
-        qs = Memory.objects.in_scope(scope).filter(kb_id__in=_kb_ids(scope, params.get("kb"))).select_related("kb")
-        memory_type = params.get("memory_type")
-        if memory_type:
-            if memory_type not in MEMORY_TYPES:
-                raise ValidationError({"memory_type": f"Use one of: {', '.join(MEMORY_TYPES)}."})
-            qs = qs.filter(kind=memory_type)
-        else:
-            qs = qs.filter(kind__in=MEMORY_TYPES)
-        wanted = params.get("status", "active")
-        if wanted != "all":
-            if wanted not in Memory.Status.values:
-                raise ValidationError({"status": f"Use one of: {', '.join(Memory.Status.values)}, all."})
-            qs = qs.filter(status=wanted)
-        for key in ("user_id", "session_id", "agent_id", "group_id", "run_id"):
-            if params.get(key):
-                qs = qs.filter(**{key: params[key]})
-        start, end = _datetime(params, "start"), _datetime(params, "end")
-        if start:  # a memory with no known time is placed by when it was recorded
-            qs = qs.filter(Q(occurred_at__gte=start) | Q(occurred_at__isnull=True, created_at__gte=start))
-        if end:
-            qs = qs.filter(Q(occurred_at__lt=end) | Q(occurred_at__isnull=True, created_at__lt=end))
-        ordering = params.get("ordering", "-created_at")
-        if ordering not in ORDERINGS:
-            raise ValidationError({"ordering": f"Use one of: {', '.join(ORDERINGS)}."})
-        qs = qs.order_by(ordering, "ordinal", "id")
+        qs = listed_memories(request_scope(request), request.query_params)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(MemorySerializer(page, many=True).data)
@@ -249,6 +256,11 @@ class MemoryFlushView(APIView):
         return Response(actions.flush_session(scope, kb, user_id=data["user_id"], session_id=data["session_id"]))
 
 
+# Routes match ids by regex (so both /x and /x/ resolve); the schema states their type.
+MEMORY_ID = OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+
+
+@extend_schema(parameters=[MEMORY_ID])
 class MemoryDetailView(APIView):
     """One memory of the caller's knowledge bases."""
 

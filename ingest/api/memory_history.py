@@ -1,7 +1,8 @@
 """PATCH /api/v1/memories/{id} (text, status) and GET /api/v1/memories/{id}/history."""
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -43,6 +44,7 @@ class HistorySerializer(serializers.Serializer):
     history = HistoryEntrySerializer(many=True, help_text="oldest first")
 
 
+@extend_schema(parameters=[OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
 class MemoryHistoryView(APIView):
     """Every ADD, UPDATE and DELETE of one memory, kept after the memory itself is deleted."""
 

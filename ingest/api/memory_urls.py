@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import re_path
 
 from ingest.api.agent_feedback import MemoryFeedbackView
 from ingest.api.memories import MemoriesView, MemoryDetailView, MemoryFlushView
@@ -6,11 +6,14 @@ from ingest.api.memory_history import MemoryHistoryView
 from ingest.api.profiles import ProfileView
 
 # `memories/search` lives in retrieval.api.urls; the detail route takes UUIDs only, so it never shadows it.
+UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # as <uuid:…> matches
+
 urlpatterns = [
     re_path(r"^memories/?$", MemoriesView.as_view(), name="memories"),
     re_path(r"^memories/flush/?$", MemoryFlushView.as_view(), name="memories-flush"),
-    path("memories/<uuid:pk>", MemoryDetailView.as_view(), name="memory-detail"),
-    path("memories/<uuid:pk>/history", MemoryHistoryView.as_view(), name="memory-history"),
-    path("memories/<uuid:pk>/feedback", MemoryFeedbackView.as_view(), name="memory-feedback"),
-    path("profiles/<str:user_id>", ProfileView.as_view(), name="profile"),
+    # Every route takes a trailing slash or none (the schema writes none): one rule for every path.
+    re_path(rf"^memories/(?P<pk>{UUID})/?$", MemoryDetailView.as_view(), name="memory-detail"),
+    re_path(rf"^memories/(?P<pk>{UUID})/history/?$", MemoryHistoryView.as_view(), name="memory-history"),
+    re_path(rf"^memories/(?P<pk>{UUID})/feedback/?$", MemoryFeedbackView.as_view(), name="memory-feedback"),
+    re_path(r"^profiles/(?P<user_id>[^/]+)/?$", ProfileView.as_view(), name="profile"),
 ]

@@ -28,19 +28,22 @@ class ProfileView(APIView):
         OpenApiParameter("kb"), OpenApiParameter("subject", description="only items about this person"),
         OpenApiParameter("status", enum=["active", "all"])])
     def get(self, request, user_id):
-        scope = request_scope(request)
-        params = request.query_params
-        qs = Memory.objects.filter(tenant=scope.tenant, kb_id__in=_kb_ids(scope, params.get("kb")),
-                                   kind=Memory.Kind.PROFILE, user_id=user_id)
-        wanted = params.get("status", "active")
-        if wanted not in ("active", "all"):
-            raise ValidationError({"status": "Use active or all."})
-        if wanted == "active":
-            qs = qs.filter(status=Memory.Status.ACTIVE)
-        if params.get("subject"):
-            qs = qs.filter(metadata__subject=params["subject"])
-        items = [profile_item(m) for m in qs.order_by("-occurred_at", "id")[:MAX_ITEMS]]
-        if not items:
-            raise NotFound(f"No profile for user '{user_id}'.")
-        items.sort(key=lambda i: (i["subject"], i["category"]))
-        return Response({"user_id": user_id, "subjects": sorted({i["subject"] for i in items}), "items": items})
+        return Response(user_profile(request_scope(request), user_id, request.query_params))
+
+
+def user_profile(scope, user_id: str, params) -> dict:
+    """What GET /api/v1/profiles/{user_id} answers (the MCP get_profile tool too); NotFound when empty."""
+    qs = Memory.objects.filter(tenant=scope.tenant, kb_id__in=_kb_ids(scope, params.get("kb")),
+                               kind=Memory.Kind.PROFILE, user_id=user_id)
+    wanted = params.get("status", "active")
+    if wanted not in ("active", "all"):
+        raise ValidationError({"status": "Use active or all."})
+    if wanted == "active":
+        qs = qs.filter(status=Memory.Status.ACTIVE)
+    if params.get("subject"):
+        qs = qs.filter(metadata__subject=params["subject"])
+    items = [profile_item(m) for m in qs.order_by("-occurred_at", "id")[:MAX_ITEMS]]
+    if not items:
+        raise NotFound(f"No profile for user '{user_id}'.")
+    items.sort(key=lambda i: (i["subject"], i["category"]))
+    return {"user_id": user_id, "subjects": sorted({i["subject"] for i in items}), "items": items}

@@ -1,6 +1,7 @@
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.db.models import Q
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -8,7 +9,8 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
 from ingest.actions import cancel_document, ingest_document, rerun_document
-from ingest.api.serializers import ChunkSerializer, DocumentSerializer, UploadResultSerializer, UploadSerializer
+from ingest.api.serializers import (WAITING_FOR, ChunkSerializer, DocumentSerializer, UploadResultSerializer,
+                                    UploadSerializer)
 from loci.json_parser import StrictJSONParser
 from memory.actions import delete_document
 from memory.models import Document
@@ -21,6 +23,26 @@ from tenants.models import KnowledgeBase
 MAX_NAME_QUERY_CHARS = 1000
 
 
+def _status_is(wanted: list[str]) -> Q:
+    """The statuses as the API shows them: `queued` includes a document waiting between two stages."""
+    match = Q(pk__in=[])
+    for status_name in wanted:
+        if status_name == Document.Status.QUEUED:
+            match |= Q(status=status_name) | Q(status__in=list(WAITING_FOR), claim_token__isnull=True)
+        elif status_name in WAITING_FOR:
+            match |= Q(status=status_name, claim_token__isnull=False)
+        else:
+            match |= Q(status=status_name)
+    return match
+
+
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("kb", description="a knowledge base's slug"),
+    OpenApiParameter("status", description="comma-separated: queued, parsing, extracting, indexing, ready, failed"),
+    OpenApiParameter("type", description="comma-separated detected types: pdf, docx, txt, vtt, …"),
+    OpenApiParameter("q", description="words in the file name"),
+    OpenApiParameter("page", int),
+]))
 class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
                       viewsets.GenericViewSet):
     """Documents of the knowledge bases the caller may read; upload, re-run and delete need write access."""
@@ -37,7 +59,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         if params.get("kb"):
             qs = qs.filter(kb__slug=params["kb"])
         if params.get("status"):
-            qs = qs.filter(status__in=params["status"].split(","))
+            qs = qs.filter(_status_is(params["status"].split(",")))
         if params.get("type"):
             qs = qs.filter(detected_type__in=params["type"].split(","))
         if params.get("q"):

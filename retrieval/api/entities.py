@@ -8,6 +8,7 @@ read (its KBs, active), and every count is of those mentions alone.
 """
 
 from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -30,7 +31,7 @@ MAX_QUERY = 200
 class EntitySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
-    type = serializers.ChoiceField(Entity.Type.values)
+    type = serializers.ChoiceField(Entity.Type.choices)
     value = serializers.CharField(help_text="dates: the ISO date; amounts: '<number> <unit>'; else empty")
     mention_count = serializers.IntegerField(help_text="memories you may read that name it")
     modes = serializers.ListField(child=serializers.ChoiceField(["deterministic", "llm"]),
@@ -116,6 +117,7 @@ class EntitiesView(APIView):
         return paginator.get_paginated_response([_row(e, modes) for e in page])
 
 
+@extend_schema(parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH)])
 class EntityDetailView(APIView):
     @extend_schema(responses=EntityDetailSerializer)
     def get(self, request, pk: int):

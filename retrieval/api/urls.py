@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import re_path
 
 from retrieval.api.entities import EntitiesView, EntityDetailView
 from retrieval.api.views import SearchView
@@ -6,5 +6,5 @@ from retrieval.api.views import SearchView
 urlpatterns = [
     re_path(r"^memories/search/?$", SearchView.as_view(), name="memory-search"),
     re_path(r"^entities/?$", EntitiesView.as_view(), name="entities"),
-    path("entities/<int:pk>", EntityDetailView.as_view(), name="entity-detail"),
+    re_path(r"^entities/(?P<pk>[0-9]+)/?$", EntityDetailView.as_view(), name="entity-detail"),
 ]

@@ -159,6 +159,12 @@ def _deleted(result) -> int:
     return len(result) if isinstance(result, list) else int(result.get("delete_count", 0))
 
 
+# The embedded Milvus Lite server keeps gRPC's default ping policy (a ping at most every 5 minutes
+# while no call is active); pymilvus pings every 10 s, so after ~2.5 idle minutes the server answered
+# GOAWAY too_many_pings and every process printed it as an error. A local socket needs no keepalive.
+LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
+
+
 class MilvusVectorIndex:
     """VectorIndex on Milvus or Milvus Lite: cosine similarity, filters inside the search."""
 
@@ -211,7 +217,8 @@ class MilvusVectorIndex:
                         uri = ensure_server(self.lite_path, self.lite_port or None)
                     # dedicated: pymilvus shares channels per address, and a gRPC channel inherited
                     # across a fork (Celery prefork) does not work in the child.
-                    self._client_obj = MilvusClient(uri=uri, token=self.token, timeout=self.timeout, dedicated=True)
+                    self._client_obj = MilvusClient(uri=uri, token=self.token, timeout=self.timeout, dedicated=True,
+                                                    **({} if self.uri else {"grpc_options": LITE_GRPC_OPTIONS}))
                     self._pid, self._known = os.getpid(), set()
         return self._client_obj
 

@@ -53,6 +53,15 @@
     sync();
   });
 
+  /* The documents table: one box ticks every document of the page. */
+  $$("[data-pick-all]").forEach((all) => {
+    const boxes = () => $$('input[name="ids"]');
+    all.addEventListener("change", () => boxes().forEach((box) => { box.checked = all.checked; }));
+    boxes().forEach((box) => box.addEventListener("change", () => {
+      all.checked = boxes().every((b) => b.checked);
+    }));
+  });
+
   $$("[data-details-toggle]").forEach((button) => {
     button.addEventListener("click", () => {
       const open = button.dataset.detailsToggle === "open";
