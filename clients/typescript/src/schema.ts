@@ -4,7 +4,7 @@
  */
 
 export interface paths {
-    "/api/v1/documents/": {
+    "/api/v1/documents": {
         parameters: {
             query?: never;
             header?: never;
@@ -12,17 +12,17 @@ export interface paths {
             cookie?: never;
         };
         /** @description Documents of the knowledge bases the caller may read; upload, re-run and delete need write access. */
-        get: operations["v1_documents_list"];
+        get: operations["documents_list"];
         put?: never;
         /** @description Upload one or many files (multipart field `files`, repeated) into knowledge base `kb`. */
-        post: operations["v1_documents_create"];
+        post: operations["documents_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/documents/{id}/": {
+    "/api/v1/documents/{id}": {
         parameters: {
             query?: never;
             header?: never;
@@ -30,17 +30,17 @@ export interface paths {
             cookie?: never;
         };
         /** @description Documents of the knowledge bases the caller may read; upload, re-run and delete need write access. */
-        get: operations["v1_documents_retrieve"];
+        get: operations["documents_retrieve"];
         put?: never;
         post?: never;
         /** @description Documents of the knowledge bases the caller may read; upload, re-run and delete need write access. */
-        delete: operations["v1_documents_destroy"];
+        delete: operations["documents_destroy"];
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/documents/{id}/cancel/": {
+    "/api/v1/documents/{id}/cancel": {
         parameters: {
             query?: never;
             header?: never;
@@ -50,14 +50,14 @@ export interface paths {
         get?: never;
         put?: never;
         /** @description Cancel a queued or running document: it fails with "Cancelled by <you>"; re-run it to start again. */
-        post: operations["v1_documents_cancel_create"];
+        post: operations["documents_cancel_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/documents/{id}/chunks/": {
+    "/api/v1/documents/{id}/chunks": {
         parameters: {
             query?: never;
             header?: never;
@@ -65,7 +65,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description The parsed structure: parent and child chunks in order. */
-        get: operations["v1_documents_chunks_list"];
+        get: operations["documents_chunks_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -74,7 +74,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/documents/{id}/original/": {
+    "/api/v1/documents/{id}/original": {
         parameters: {
             query?: never;
             header?: never;
@@ -82,7 +82,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description Download the original file as uploaded. */
-        get: operations["v1_documents_original_retrieve"];
+        get: operations["documents_original_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -91,7 +91,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/documents/{id}/rerun/": {
+    "/api/v1/documents/{id}/rerun": {
         parameters: {
             query?: never;
             header?: never;
@@ -101,21 +101,21 @@ export interface paths {
         get?: never;
         put?: never;
         /** @description Process a failed, finished or stalled document again from the start. */
-        post: operations["v1_documents_rerun_create"];
+        post: operations["documents_rerun_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/entities/": {
+    "/api/v1/entities": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        get: operations["v1_entities_list"];
+        get: operations["entities_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -131,7 +131,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["v1_entities_retrieve"];
+        get: operations["entities_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -140,7 +140,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/export/": {
+    "/api/v1/export": {
         parameters: {
             query?: never;
             header?: never;
@@ -148,7 +148,7 @@ export interface paths {
             cookie?: never;
         };
         /** Export memories with their history, sources and scopes (JSON Lines) */
-        get: operations["v1_export_retrieve"];
+        get: operations["export_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -157,25 +157,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/knowledge-bases/": {
+    "/api/v1/keys": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** @description Knowledge bases of the caller's tenant. */
-        get: operations["v1_knowledge_bases_list"];
+        /** @description The tenant's API keys, active first (owners and admins). */
+        get: operations["keys_list"];
         put?: never;
-        /** @description Knowledge bases of the caller's tenant. */
-        post: operations["v1_knowledge_bases_create"];
+        /** @description The tenant's API keys, active first (owners and admins). */
+        post: operations["keys_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/knowledge-bases/{slug}/": {
+    "/api/v1/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One key: read it, rename it (PATCH {"name"}), revoke it (DELETE). */
+        get: operations["keys_retrieve"];
+        put?: never;
+        post?: never;
+        /** @description One key: read it, rename it (PATCH {"name"}), revoke it (DELETE). */
+        delete: operations["keys_destroy"];
+        options?: never;
+        head?: never;
+        /** @description One key: read it, rename it (PATCH {"name"}), revoke it (DELETE). */
+        patch: operations["keys_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/knowledge-bases": {
         parameters: {
             query?: never;
             header?: never;
@@ -183,19 +202,37 @@ export interface paths {
             cookie?: never;
         };
         /** @description Knowledge bases of the caller's tenant. */
-        get: operations["v1_knowledge_bases_retrieve"];
+        get: operations["knowledge_bases_list"];
+        put?: never;
         /** @description Knowledge bases of the caller's tenant. */
-        put: operations["v1_knowledge_bases_update"];
+        post: operations["knowledge_bases_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/knowledge-bases/{slug}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Knowledge bases of the caller's tenant. */
+        get: operations["knowledge_bases_retrieve"];
+        /** @description Knowledge bases of the caller's tenant. */
+        put: operations["knowledge_bases_update"];
         post?: never;
         /** @description Knowledge bases of the caller's tenant. */
-        delete: operations["v1_knowledge_bases_destroy"];
+        delete: operations["knowledge_bases_destroy"];
         options?: never;
         head?: never;
         /** @description Knowledge bases of the caller's tenant. */
-        patch: operations["v1_knowledge_bases_partial_update"];
+        patch: operations["knowledge_bases_partial_update"];
         trace?: never;
     };
-    "/api/v1/memories/": {
+    "/api/v1/memories": {
         parameters: {
             query?: never;
             header?: never;
@@ -203,10 +240,10 @@ export interface paths {
             cookie?: never;
         };
         /** @description Post chat turns, list memories, delete a user's memories. */
-        get: operations["v1_memories_list"];
+        get: operations["memories_list"];
         put?: never;
         /** @description Post chat turns, list memories, delete a user's memories. */
-        post: operations["v1_memories_create"];
+        post: operations["memories_create"];
         /** @description Post chat turns, list memories, delete a user's memories. */
         delete: operations["memories_delete_scope"];
         options?: never;
@@ -222,7 +259,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description One memory of the caller's knowledge bases. */
-        get: operations["v1_memories_retrieve"];
+        get: operations["memories_retrieve"];
         put?: never;
         post?: never;
         /** @description One memory of the caller's knowledge bases. */
@@ -230,7 +267,23 @@ export interface paths {
         options?: never;
         head?: never;
         /** @description One memory of the caller's knowledge bases. */
-        patch: operations["v1_memories_partial_update"];
+        patch: operations["memories_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/memories/{id}/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["memories_feedback_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/memories/{id}/history": {
@@ -241,7 +294,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description Every ADD, UPDATE and DELETE of one memory, kept after the memory itself is deleted. */
-        get: operations["v1_memories_history_retrieve"];
+        get: operations["memories_history_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -250,7 +303,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/memories/flush/": {
+    "/api/v1/memories/flush": {
         parameters: {
             query?: never;
             header?: never;
@@ -260,14 +313,14 @@ export interface paths {
         get?: never;
         put?: never;
         /** @description Segment and extract everything accumulated for one session. */
-        post: operations["v1_memories_flush_create"];
+        post: operations["memories_flush_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/memories/search/": {
+    "/api/v1/memories/search": {
         parameters: {
             query?: never;
             header?: never;
@@ -277,7 +330,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** @description Search the memories (and chunks) of the knowledge bases the caller may read. */
-        post: operations["v1_memories_search_create"];
+        post: operations["memories_search_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -292,7 +345,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description One conversation user's profile items (active ones; with status=all the superseded ones too). */
-        get: operations["v1_profiles_retrieve"];
+        get: operations["profiles_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -309,7 +362,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description The tenants the caller belongs to (an API key belongs to exactly one). */
-        get: operations["v1_tenants_list"];
+        get: operations["tenants_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -318,7 +371,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/webhooks/": {
+    "/api/v1/webhooks": {
         parameters: {
             query?: never;
             header?: never;
@@ -326,17 +379,17 @@ export interface paths {
             cookie?: never;
         };
         /** @description Register URLs that receive signed events (document ready/failed, memory added/updated/deleted). */
-        get: operations["v1_webhooks_list"];
+        get: operations["webhooks_list"];
         put?: never;
         /** @description Register URLs that receive signed events (document ready/failed, memory added/updated/deleted). */
-        post: operations["v1_webhooks_create"];
+        post: operations["webhooks_create"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/webhooks/{id}/": {
+    "/api/v1/webhooks/{id}": {
         parameters: {
             query?: never;
             header?: never;
@@ -344,18 +397,18 @@ export interface paths {
             cookie?: never;
         };
         /** @description Register URLs that receive signed events (document ready/failed, memory added/updated/deleted). */
-        get: operations["v1_webhooks_retrieve"];
+        get: operations["webhooks_retrieve"];
         put?: never;
         post?: never;
         /** @description Register URLs that receive signed events (document ready/failed, memory added/updated/deleted). */
-        delete: operations["v1_webhooks_destroy"];
+        delete: operations["webhooks_destroy"];
         options?: never;
         head?: never;
         /** @description Register URLs that receive signed events (document ready/failed, memory added/updated/deleted). */
-        patch: operations["v1_webhooks_partial_update"];
+        patch: operations["webhooks_partial_update"];
         trace?: never;
     };
-    "/api/v1/webhooks/{id}/deliveries/": {
+    "/api/v1/webhooks/{id}/deliveries": {
         parameters: {
             query?: never;
             header?: never;
@@ -363,7 +416,7 @@ export interface paths {
             cookie?: never;
         };
         /** @description The endpoint's deliveries, newest first, with their status and last error. */
-        get: operations["v1_webhooks_deliveries_retrieve"];
+        get: operations["webhooks_deliveries_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -381,10 +434,20 @@ export interface components {
             session_id: string;
             /** @description knowledge base slug; default: 'conversations' or the first */
             kb?: string;
-            /** @default  */
+            /**
+             * @description the agent these turns are memories of; a search sees them only when it names the agent (or "*")
+             * @default
+             */
             agent_id?: string;
             /** @default  */
             group_id?: string;
+            /**
+             * @description one run of a task or workflow (Mem0's run_id)
+             * @default
+             */
+            run_id?: string;
+            /** @description up to 16 keys (letters, digits, '_'), string or number values: kept on every memory of these turns, filterable in search */
+            metadata?: unknown;
             messages: components["schemas"]["MessageRequest"][];
         };
         /** @description What an extraction wrote (present when status is "extracted"). */
@@ -409,6 +472,90 @@ export interface components {
          * @enum {string}
          */
         AccumulateResultStatusEnum: "accumulated" | "extracted";
+        /** @description An agent case (what an agent did about a task) or an agent skill (what it learnt from several). */
+        AgentMemoryItem: {
+            /**
+             * Format: double
+             * @description calibrated relevance (0-1), comparable across kinds and methods
+             */
+            score: number;
+            /** @description 1-based place in the one order across facts, episodes and chunks (absent on nested facts) */
+            rank?: number;
+            kb: string;
+            sources: components["schemas"]["Source"][];
+            /** @description per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, episode, rerank), and `via_fact: true` for an episode shown because one of its facts matched */
+            scores: {
+                [key: string]: unknown;
+            };
+            context?: components["schemas"]["Context"];
+            /** Format: uuid */
+            id: string;
+            topic_name: string;
+            /** Format: date-time */
+            occurred_at: string | null;
+            user_id: string | null;
+            session_id: string | null;
+            memory_type: components["schemas"]["AgentMemoryTypeEnum"];
+            text: string;
+            /** @description the same as text (items share the facts' fields) */
+            atomic_fact: string;
+            /**
+             * Format: uuid
+             * @description a case: the episode of its MemCell
+             */
+            parent_episode_id: string | null;
+            agent_id: string | null;
+            /** @description the approach, in order */
+            steps: string[];
+            /** @description a case: the request it worked on */
+            task?: string;
+            /** @description a case: how it ended */
+            outcome?: string;
+            outcome_label?: components["schemas"]["OutcomeLabelEnum"];
+            /**
+             * Format: double
+             * @description a case: 0-1, from its evidence
+             */
+            quality?: number;
+            /** @description a case: what the quality rests on (kind, message_id, text) */
+            evidence?: {
+                [key: string]: unknown;
+            }[];
+            tools?: string[];
+            /** @description a skill: its name */
+            name?: string;
+            /** @description a skill: tasks it fits */
+            when?: string[];
+            pitfalls?: string[];
+            /**
+             * Format: double
+             * @description a skill: 0-1, rises with successful reuse
+             */
+            maturity?: number;
+            case_ids?: string[];
+        };
+        /**
+         * @description * `agent_case` - agent_case
+         *     * `agent_skill` - agent_skill
+         * @enum {string}
+         */
+        AgentMemoryTypeEnum: "agent_case" | "agent_skill";
+        ApiKey: {
+            /** @description the key's public id (loci_<id>_…) */
+            readonly id: string;
+            name: string;
+            readonly role: string;
+            /** @description slugs; empty: every KB of the tenant */
+            readonly knowledge_bases: string[];
+            readonly active: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            created_by?: string;
+            /** Format: date-time */
+            last_used_at?: string | null;
+            /** Format: date-time */
+            revoked_at?: string | null;
+        };
         AtomicFactItem: {
             /**
              * Format: double
@@ -439,7 +586,7 @@ export interface components {
              *
              *     * `foresight` - foresight
              */
-            memory_type?: components["schemas"]["MemoryTypeEnum"];
+            memory_type?: components["schemas"]["AtomicFactItemMemoryTypeEnum"];
             /**
              * Format: date-time
              * @description foresight: when its window opens
@@ -452,8 +599,29 @@ export interface components {
             valid_until?: string;
             /** @description foresight whose window has ended (demoted) */
             expired?: boolean;
-            extraction_mode?: components["schemas"]["ModeEnum"];
+            extraction_mode?: components["schemas"]["ExtractionModeEnum"];
+            /**
+             * @description present on an older fact shown for a question about the past; current facts omit it
+             *
+             *     * `superseded` - superseded
+             */
+            status?: components["schemas"]["AtomicFactItemStatusEnum"];
+            /**
+             * Format: uuid
+             * @description the fact that replaced it
+             */
+            superseded_by?: string;
         };
+        /**
+         * @description * `foresight` - foresight
+         * @enum {string}
+         */
+        AtomicFactItemMemoryTypeEnum: "foresight";
+        /**
+         * @description * `superseded` - superseded
+         * @enum {string}
+         */
+        AtomicFactItemStatusEnum: "superseded";
         Chunk: {
             readonly id: number;
             parent?: number | null;
@@ -509,6 +677,13 @@ export interface components {
             text?: string;
             neighbours?: components["schemas"]["Neighbour"][];
         };
+        CreateApiKeyRequest: {
+            name: string;
+            /** @default read-only */
+            role?: components["schemas"]["RoleEnum"];
+            /** @description KB slugs the key is limited to; empty: the whole tenant */
+            knowledge_bases?: string[];
+        };
         DeleteResult: {
             status: components["schemas"]["DeleteResultStatusEnum"];
             /** @description memories deleted (an episode's facts included) */
@@ -529,7 +704,10 @@ export interface components {
             readonly content_type: string;
             /** @description as detected from the content */
             readonly detected_type: string;
+            /** @description queued while it waits for a worker (before its first stage or between two); parsing, extracting or indexing while a worker runs that stage; ready or failed at the end */
             readonly status: components["schemas"]["DocumentStatusEnum"];
+            /** @description while queued: the stage it waits for (parsing, extracting or indexing); else null */
+            readonly waiting_for: (components["schemas"]["WaitingForEnum"] | components["schemas"]["NullEnum"]) | null;
             readonly stage: string;
             readonly progress: number;
             readonly error: string;
@@ -551,16 +729,10 @@ export interface components {
             /** Format: date-time */
             readonly finished_at: string | null;
             readonly download_url: string;
+            /** @description the uploader's metadata, on every chunk and memory of it */
+            readonly metadata: unknown;
         };
-        /**
-         * @description * `queued` - Queued
-         *     * `parsing` - Parsing
-         *     * `extracting` - Extracting
-         *     * `indexing` - Indexing
-         *     * `ready` - Ready
-         *     * `failed` - Failed
-         * @enum {string}
-         */
+        /** @enum {string} */
         DocumentStatusEnum: "queued" | "parsing" | "extracting" | "indexing" | "ready" | "failed";
         EngineError: {
             error: string;
@@ -570,13 +742,13 @@ export interface components {
         Entity: {
             id: number;
             name: string;
-            type: components["schemas"]["Type58bEnum"];
+            type: components["schemas"]["EntityTypeEnum"];
             /** @description dates: the ISO date; amounts: '<number> <unit>'; else empty */
             value: string;
             /** @description memories you may read that name it */
             mention_count: number;
             /** @description which extraction found its mentions */
-            modes: components["schemas"]["ModeEnum"][];
+            modes: components["schemas"]["ExtractionModeEnum"][];
         };
         EntityChunk: {
             id: number;
@@ -586,13 +758,13 @@ export interface components {
         EntityDetail: {
             id: number;
             name: string;
-            type: components["schemas"]["Type58bEnum"];
+            type: components["schemas"]["EntityTypeEnum"];
             /** @description dates: the ISO date; amounts: '<number> <unit>'; else empty */
             value: string;
             /** @description memories you may read that name it */
             mention_count: number;
             /** @description which extraction found its mentions */
-            modes: components["schemas"]["ModeEnum"][];
+            modes: components["schemas"]["ExtractionModeEnum"][];
             aliases: string[];
             /** @description at most 100, most recent first */
             memories: components["schemas"]["EntityMemory"][];
@@ -607,11 +779,22 @@ export interface components {
             text: string;
             /** @description how this memory writes the entity */
             surface: string;
-            mode: components["schemas"]["ModeEnum"];
+            mode: components["schemas"]["ExtractionModeEnum"];
             /** Format: date-time */
             occurred_at: string | null;
             sources: components["schemas"]["Source"][];
         };
+        /**
+         * @description * `person` - Person
+         *     * `organization` - Organization
+         *     * `place` - Place
+         *     * `work` - Work
+         *     * `other` - Other
+         *     * `date` - Date
+         *     * `amount` - Amount
+         * @enum {string}
+         */
+        EntityTypeEnum: "person" | "organization" | "place" | "work" | "other" | "date" | "amount";
         EpisodeItem: {
             /**
              * Format: double
@@ -661,6 +844,42 @@ export interface components {
          * @enum {string}
          */
         EventsEnum: "document.ready" | "document.failed" | "memory.added" | "memory.updated" | "memory.deleted";
+        /**
+         * @description * `deterministic` - deterministic
+         *     * `llm` - llm
+         * @enum {string}
+         */
+        ExtractionModeEnum: "deterministic" | "llm";
+        FeedbackRequest: {
+            /**
+             * @description how reusing the case or skill went
+             *
+             *     * `success` - success
+             *     * `failure` - failure
+             */
+            outcome: components["schemas"]["OutcomeEnum"];
+            /** @default  */
+            note?: string;
+        };
+        FeedbackResult: {
+            /** Format: uuid */
+            id: string;
+            memory_type: components["schemas"]["AgentMemoryTypeEnum"];
+            text: string;
+            /**
+             * Format: double
+             * @description a case's quality now
+             */
+            quality?: number;
+            outcome_label?: string;
+            /**
+             * Format: double
+             * @description the skill's maturity now (a case: its skill's)
+             */
+            maturity?: number;
+            /** Format: uuid */
+            skill_id?: string | null;
+        };
         /** @description What an extraction wrote (present when status is "extracted"). */
         FlushResult: {
             /** @description MemCells cut from the messages */
@@ -715,7 +934,7 @@ export interface components {
             slug: string;
             name: string;
             description?: string;
-            /** @description default language: auto, en, zh, … */
+            /** @description default language: auto, en, zh, zh-Hans, … */
             language?: string;
             /** @default 0 */
             readonly document_count: number;
@@ -730,7 +949,7 @@ export interface components {
             slug: string;
             name: string;
             description?: string;
-            /** @description default language: auto, en, zh, … */
+            /** @description default language: auto, en, zh, zh-Hans, … */
             language?: string;
         };
         /**
@@ -748,6 +967,11 @@ export interface components {
             readonly topic: string;
             readonly user_id: string;
             readonly session_id: string;
+            readonly agent_id: string;
+            readonly group_id: string;
+            readonly run_id: string;
+            /** @description the caller's metadata */
+            metadata: unknown;
             /** Format: uuid */
             readonly segment_id: string | null;
             /**
@@ -785,19 +1009,16 @@ export interface components {
          */
         MemoryStatusEnum: "active" | "disabled" | "superseded";
         /**
-         * @description * `foresight` - foresight
-         * @enum {string}
-         */
-        MemoryTypeEnum: "foresight";
-        /**
          * @description * `episode` - episode
          *     * `atomic_fact` - atomic_fact
          *     * `chunk` - chunk
          *     * `profile` - profile
          *     * `foresight` - foresight
+         *     * `agent_case` - agent_case
+         *     * `agent_skill` - agent_skill
          * @enum {string}
          */
-        MemoryTypesEnum: "episode" | "atomic_fact" | "chunk" | "profile" | "foresight";
+        MemoryTypesEnum: "episode" | "atomic_fact" | "chunk" | "profile" | "foresight" | "agent_case" | "agent_skill";
         MessageRequest: {
             message_id?: string;
             sender_id?: string;
@@ -810,12 +1031,6 @@ export interface components {
              */
             timestamp: string;
         };
-        /**
-         * @description * `deterministic` - deterministic
-         *     * `llm` - llm
-         * @enum {string}
-         */
-        ModeEnum: "deterministic" | "llm";
         Neighbour: {
             chunk_id: number;
             ordinal: number;
@@ -832,6 +1047,39 @@ export interface components {
             speaker?: string;
             section_path?: string[];
         };
+        NewApiKey: {
+            /** @description the secret: shown in this answer only, never again */
+            readonly key: string;
+            /** @description the key's public id (loci_<id>_…) */
+            readonly id: string;
+            name: string;
+            readonly role: string;
+            /** @description slugs; empty: every KB of the tenant */
+            readonly knowledge_bases: string[];
+            readonly active: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            created_by?: string;
+            /** Format: date-time */
+            last_used_at?: string | null;
+            /** Format: date-time */
+            revoked_at?: string | null;
+        };
+        /** @enum {unknown} */
+        NullEnum: null;
+        /**
+         * @description * `success` - success
+         *     * `failure` - failure
+         * @enum {string}
+         */
+        OutcomeEnum: "success" | "failure";
+        /**
+         * @description * `success` - success
+         *     * `failure` - failure
+         *     * `mixed` - mixed
+         * @enum {string}
+         */
+        OutcomeLabelEnum: "success" | "failure" | "mixed";
         PaginatedChunkList: {
             /** @example 123 */
             count: number;
@@ -926,7 +1174,7 @@ export interface components {
             slug?: string;
             name?: string;
             description?: string;
-            /** @description default language: auto, en, zh, … */
+            /** @description default language: auto, en, zh, zh-Hans, … */
             language?: string;
         };
         PatchedMemoryPatchRequest: {
@@ -939,6 +1187,9 @@ export interface components {
              *     * `disabled` - disabled
              */
             status?: components["schemas"]["MemoryPatchStatusEnum"];
+        };
+        PatchedRenameApiKeyRequest: {
+            name?: string;
         };
         PatchedWebhookEndpointRequest: {
             /** Format: uri */
@@ -982,7 +1233,7 @@ export interface components {
              *     * `deterministic` - deterministic
              *     * `llm` - llm
              */
-            extraction_mode: components["schemas"]["ModeEnum"];
+            extraction_mode: components["schemas"]["ExtractionModeEnum"];
             /**
              * Format: date-time
              * @description time of the first fact behind it
@@ -1027,6 +1278,7 @@ export interface components {
              *     * `vector` - vector
              *     * `hybrid` - hybrid
              *     * `agentic` - agentic
+             *     * `paths` - paths
              */
             answered_by: components["schemas"]["SearchMethodEnum"];
             /** @description the tenant, the KBs searched and the other filters */
@@ -1058,6 +1310,12 @@ export interface components {
             /** Format: date-time */
             timestamp: string;
         };
+        /**
+         * @description * `read-only` - read-only
+         *     * `read-write` - read-write
+         * @enum {string}
+         */
+        RoleEnum: "read-only" | "read-write";
         ScopeFieldsRequest: {
             user_id: string;
             session_id: string;
@@ -1074,22 +1332,35 @@ export interface components {
             session_id?: string;
             /** @description ISO date or date-time: only foresight whose validity window holds then */
             valid_at?: string;
+            /** @description memories of this agent; "*": of every agent and of none. Default: only memories written under no agent */
+            agent_id?: string;
+            /** @description memories of this group chat */
+            group_id?: string;
+            /** @description memories of this run (Mem0's run_id) */
+            run_id?: string;
+            /** @description a group chat's speaker: their personal episodes and own facts rank first (nothing is left out) */
+            participant?: string;
+            /** @description {key: value}, {key: [values]} (any of them), or {key: {"gte": 3, "lt": 10}} (gt, gte, lt, lte, eq, in); every key must hold */
+            metadata?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * @description * `keyword` - keyword
          *     * `vector` - vector
          *     * `hybrid` - hybrid
          *     * `agentic` - agentic
+         *     * `paths` - paths
          * @enum {string}
          */
-        SearchMethodEnum: "keyword" | "vector" | "hybrid" | "agentic";
+        SearchMethodEnum: "keyword" | "vector" | "hybrid" | "agentic" | "paths";
         SearchRequestRequest: {
             query: string;
             /** @default hybrid */
             method?: components["schemas"]["SearchMethodEnum"];
             /** @description default: episode and atomic_fact; add chunk for raw chunks */
             memory_types?: components["schemas"]["MemoryTypesEnum"][];
-            /** @description group_id and agent_id are refused (400) */
+            /** @description an unknown filter is refused (400) */
             filters?: components["schemas"]["SearchFiltersRequest"];
             /**
              * @description 1 to 100; -1: everything above the similarity floor (vector), capped at the maximum
@@ -1120,6 +1391,8 @@ export interface components {
             /** @description profile items of the users in scope that bear on the query */
             profiles: components["schemas"]["ProfileItem"][];
             raw_messages: components["schemas"]["RawMessage"][];
+            /** @description agent cases and skills (memory_types agent_case, agent_skill, or a search naming an agent) */
+            agent_memory: components["schemas"]["AgentMemoryItem"][];
             query: components["schemas"]["QueryEcho"];
         };
         /** @description Where an item came from: a chunk of a document (with its place in it) or a chat message. */
@@ -1158,26 +1431,19 @@ export interface components {
             /** Format: date-time */
             readonly created_at: string;
         };
-        /**
-         * @description * `person` - person
-         *     * `organization` - organization
-         *     * `place` - place
-         *     * `work` - work
-         *     * `other` - other
-         *     * `date` - date
-         *     * `amount` - amount
-         * @enum {string}
-         */
-        Type58bEnum: "person" | "organization" | "place" | "work" | "other" | "date" | "amount";
         UploadRequest: {
             /** @description slug of the target knowledge base */
             kb: string;
             files: string[];
+            /** @description a JSON object of up to 16 string or number values (tags, category, source…), filterable in search */
+            metadata?: string;
         };
         UploadResult: {
             document: components["schemas"]["Document"];
             duplicate: boolean;
         };
+        /** @enum {string} */
+        WaitingForEnum: "parsing" | "extracting" | "indexing";
         WebhookDelivery: {
             /** Format: uuid */
             readonly id: string;
@@ -1242,11 +1508,18 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    v1_documents_list: {
+    documents_list: {
         parameters: {
             query?: {
-                /** @description A page number within the paginated result set. */
+                /** @description a knowledge base's slug */
+                kb?: string;
                 page?: number;
+                /** @description words in the file name */
+                q?: string;
+                /** @description comma-separated: queued, parsing, extracting, indexing, ready, failed */
+                status?: string;
+                /** @description comma-separated detected types: pdf, docx, txt, vtt, … */
+                type?: string;
             };
             header?: never;
             path?: never;
@@ -1309,7 +1582,7 @@ export interface operations {
             };
         };
     };
-    v1_documents_create: {
+    documents_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -1405,13 +1678,12 @@ export interface operations {
             };
         };
     };
-    v1_documents_retrieve: {
+    documents_retrieve: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1472,13 +1744,12 @@ export interface operations {
             };
         };
     };
-    v1_documents_destroy: {
+    documents_destroy: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1538,13 +1809,12 @@ export interface operations {
             };
         };
     };
-    v1_documents_cancel_create: {
+    documents_cancel_create: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1623,7 +1893,7 @@ export interface operations {
             };
         };
     };
-    v1_documents_chunks_list: {
+    documents_chunks_list: {
         parameters: {
             query?: {
                 /** @description A page number within the paginated result set. */
@@ -1631,8 +1901,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1693,13 +1962,12 @@ export interface operations {
             };
         };
     };
-    v1_documents_original_retrieve: {
+    documents_original_retrieve: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1760,13 +2028,12 @@ export interface operations {
             };
         };
     };
-    v1_documents_rerun_create: {
+    documents_rerun_create: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this document. */
-                id: number;
+                id: string;
             };
             cookie?: never;
         };
@@ -1845,7 +2112,7 @@ export interface operations {
             };
         };
     };
-    v1_entities_list: {
+    entities_list: {
         parameters: {
             query?: {
                 kb?: string;
@@ -1917,7 +2184,7 @@ export interface operations {
             };
         };
     };
-    v1_entities_retrieve: {
+    entities_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -1983,7 +2250,7 @@ export interface operations {
             };
         };
     };
-    v1_export_retrieve: {
+    export_retrieve: {
         parameters: {
             query?: {
                 /** @description knowledge base slugs (repeatable); default: every one the caller may read */
@@ -2054,7 +2321,381 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_list: {
+    keys_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"][];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    keys_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKeyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["CreateApiKeyRequest"];
+                "multipart/form-data": components["schemas"]["CreateApiKeyRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NewApiKey"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is over a size limit; `error` names it. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body's content type is not accepted here. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    keys_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    keys_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    keys_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedRenameApiKeyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedRenameApiKeyRequest"];
+                "multipart/form-data": components["schemas"]["PatchedRenameApiKeyRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is over a size limit; `error` names it. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body's content type is not accepted here. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    knowledge_bases_list: {
         parameters: {
             query?: {
                 /** @description A page number within the paginated result set. */
@@ -2121,7 +2762,7 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_create: {
+    knowledge_bases_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -2209,7 +2850,7 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_retrieve: {
+    knowledge_bases_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -2275,7 +2916,7 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_update: {
+    knowledge_bases_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -2365,7 +3006,7 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_destroy: {
+    knowledge_bases_destroy: {
         parameters: {
             query?: never;
             header?: never;
@@ -2430,7 +3071,7 @@ export interface operations {
             };
         };
     };
-    v1_knowledge_bases_partial_update: {
+    knowledge_bases_partial_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -2520,17 +3161,21 @@ export interface operations {
             };
         };
     };
-    v1_memories_list: {
+    memories_list: {
         parameters: {
             query?: {
+                agent_id?: string;
                 /** @description ISO date-time: occurred_at (else created_at) before */
                 end?: string;
+                group_id?: string;
                 kb?: string;
-                memory_type?: "atomic_fact" | "episode";
+                /** @description without it: episodes and atomic facts */
+                memory_type?: "agent_case" | "agent_skill" | "atomic_fact" | "episode" | "foresight" | "profile";
                 ordering?: "-created_at" | "-occurred_at" | "created_at" | "occurred_at";
                 page?: number;
                 /** @description at most 100 */
                 page_size?: number;
+                run_id?: string;
                 session_id?: string;
                 /** @description ISO date-time: occurred_at (else created_at) at or after */
                 start?: string;
@@ -2598,7 +3243,7 @@ export interface operations {
             };
         };
     };
-    v1_memories_create: {
+    memories_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -2754,7 +3399,7 @@ export interface operations {
             };
         };
     };
-    v1_memories_retrieve: {
+    memories_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -2886,7 +3531,7 @@ export interface operations {
             };
         };
     };
-    v1_memories_partial_update: {
+    memories_partial_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -2976,7 +3621,97 @@ export interface operations {
             };
         };
     };
-    v1_memories_history_retrieve: {
+    memories_feedback_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FeedbackRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["FeedbackRequest"];
+                "multipart/form-data": components["schemas"]["FeedbackRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedbackResult"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The request body is over a size limit; `error` names it. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body's content type is not accepted here. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    memories_history_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -3042,7 +3777,7 @@ export interface operations {
             };
         };
     };
-    v1_memories_flush_create: {
+    memories_flush_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -3130,7 +3865,7 @@ export interface operations {
             };
         };
     };
-    v1_memories_search_create: {
+    memories_search_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -3236,7 +3971,7 @@ export interface operations {
             };
         };
     };
-    v1_profiles_retrieve: {
+    profiles_retrieve: {
         parameters: {
             query?: {
                 kb?: string;
@@ -3307,7 +4042,7 @@ export interface operations {
             };
         };
     };
-    v1_tenants_list: {
+    tenants_list: {
         parameters: {
             query?: never;
             header?: never;
@@ -3371,7 +4106,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_list: {
+    webhooks_list: {
         parameters: {
             query?: {
                 /** @description A page number within the paginated result set. */
@@ -3438,7 +4173,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_create: {
+    webhooks_create: {
         parameters: {
             query?: never;
             header?: never;
@@ -3526,7 +4261,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_retrieve: {
+    webhooks_retrieve: {
         parameters: {
             query?: never;
             header?: never;
@@ -3593,7 +4328,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_destroy: {
+    webhooks_destroy: {
         parameters: {
             query?: never;
             header?: never;
@@ -3659,7 +4394,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_partial_update: {
+    webhooks_partial_update: {
         parameters: {
             query?: never;
             header?: never;
@@ -3750,7 +4485,7 @@ export interface operations {
             };
         };
     };
-    v1_webhooks_deliveries_retrieve: {
+    webhooks_deliveries_retrieve: {
         parameters: {
             query?: never;
             header?: never;
