@@ -89,6 +89,11 @@ class _calls:
         return _Call("GET", f"/api/v1/memories/{_segment(memory_id)}/history")
 
     @staticmethod
+    def feedback(memory_id: str, outcome: str, note: str | None) -> _Call:
+        return _Call("POST", f"/api/v1/memories/{_segment(memory_id)}/feedback",
+                     _without_none(outcome=outcome, note=note))
+
+    @staticmethod
     def delete_user(user_id, session_id, kb) -> _Call:
         return _Call("DELETE", "/api/v1/memories", params=_without_none(user_id=user_id, session_id=session_id, kb=kb))
 
@@ -273,6 +278,10 @@ class Memories:
     def delete(self, memory_id: str) -> Deleted:
         """Delete a memory (an episode takes its facts along) from the database and both indexes."""
         return self._client._send(_calls.memory("DELETE", memory_id))
+
+    def feedback(self, memory_id: str, outcome: str, *, note: str | None = None) -> dict:
+        """How reusing an agent case or skill went (success or failure): moves its quality or maturity."""
+        return self._client._send(_calls.feedback(memory_id, outcome, note))
 
     def delete_user(self, user_id: str, *, session_id: str | None = None, kb: str | None = None) -> Deleted:
         """Delete a user's (or one session's) memories and raw messages."""
@@ -493,6 +502,9 @@ class AsyncMemories:
 
     async def delete(self, memory_id: str) -> Deleted:
         return await self._client._send(_calls.memory("DELETE", memory_id))
+
+    async def feedback(self, memory_id: str, outcome: str, *, note: str | None = None) -> dict:
+        return await self._client._send(_calls.feedback(memory_id, outcome, note))
 
     async def delete_user(self, user_id: str, *, session_id: str | None = None, kb: str | None = None) -> Deleted:
         return await self._client._send(_calls.delete_user(user_id, session_id, kb))

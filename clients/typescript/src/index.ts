@@ -209,6 +209,12 @@ class Memories {
     return this.client.send({ method: "DELETE", path: `/api/v1/memories/${seg(id)}` });
   }
 
+  /** How reusing an agent case or skill went: moves its quality or maturity. */
+  feedback(id: string, outcome: string, note?: string): Promise<Record<string, unknown>> {
+    return this.client.send({ method: "POST", path: `/api/v1/memories/${seg(id)}/feedback`,
+                              json: { outcome, note } });
+  }
+
   /** Delete a user's (or one session's) memories and raw messages. */
   deleteUser(userId: string, options: { sessionId?: string; kb?: string } = {}): Promise<DeleteResult> {
     return this.client.send({ method: "DELETE", path: "/api/v1/memories",
