@@ -1,6 +1,7 @@
 """A new team's first hour in a real browser (issue 29): result cards, the curl snippet, API keys.
 
-The web server, worker and Chromium are tests/test_console_browser.py's fixtures, used as they are.
+The web server, worker and Chromium are the session's (tests/browser_fixtures.py); this module works in a
+tenant of its own.
 """
 
 import json
@@ -10,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.test_console_browser import PROCESSING_TIMEOUT_MS, browser, console, server, sign_in  # noqa: F401
+from tests.browser_fixtures import PROCESSING_TIMEOUT_MS, sign_in
 
 pytestmark = pytest.mark.slow
 
@@ -29,21 +30,27 @@ def upload_and_wait(page, path) -> None:
         .every((row) => ['ready', 'failed', 'duplicate'].includes(row.dataset.state))""", timeout=PROCESSING_TIMEOUT_MS)
 
 
-def issue_key(console, name: str, *, write: bool = False) -> str:
+def issue_key(console, tenant: str, name: str, *, write: bool = False) -> str:
     out = console.shell(
         "from tenants.models import ApiKey, Tenant\n"
-        f"print(ApiKey.issue(Tenant.objects.get(slug='acme'), {name!r}, can_write={write})[1])")
+        f"print(ApiKey.issue(Tenant.objects.get(slug={tenant!r}), {name!r}, can_write={write})[1])")
     return out.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
-def fleet(server, browser, tmp_path_factory):
-    """A signed-in alice with a fleet report ingested into her KB."""
+def fleet_tenant(console, tmp_path_factory):
+    """A tenant of this module's with a fleet report processed by the worker into its KB."""
+    tenant = console.tenant()
     path = tmp_path_factory.mktemp("fleet") / "fleet-report.txt"
     path.write_text(FLEET, encoding="utf-8")
-    alice = sign_in(browser, server, "alice")
-    upload_and_wait(alice, path)
-    return alice
+    console.ingest(tenant, path)
+    return tenant
+
+
+@pytest.fixture
+def fleet(console, browser, fleet_tenant):
+    """Its owner, signed in."""
+    return sign_in(browser, console.base, fleet_tenant.user, fleet_tenant.password)
 
 
 def test_every_result_card_shows_its_text_citation_and_links_without_scrolling(fleet):
@@ -73,12 +80,12 @@ def test_every_result_card_shows_its_text_citation_and_links_without_scrolling(f
     assert alice.js_errors == []
 
 
-def test_the_same_request_as_curl_answers_200_when_run_by_a_shell(fleet, console):
+def test_the_same_request_as_curl_answers_200_when_run_by_a_shell(fleet, console, fleet_tenant):
     alice = fleet
     alice.goto("/search/?q=trucks&method=hybrid&chunks=1")
     alice.locator(".curl-request summary").click()
     snippet = alice.locator("[data-curl]").inner_text()
-    key = issue_key(console, "curl-snippet")
+    key = issue_key(console, fleet_tenant.slug, "curl-snippet")
     done = subprocess.run(["bash", "-c", snippet + " -sS -w '\\n%{http_code}'"], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "LOCI_API_KEY": key})
     body, _, status = done.stdout.rpartition("\n")
@@ -87,9 +94,10 @@ def test_the_same_request_as_curl_answers_200_when_run_by_a_shell(fleet, console
     assert re.search(r'-H "Authorization: Bearer \$LOCI_API_KEY"', snippet)
 
 
-def test_an_owner_creates_a_read_only_key_in_the_console_uses_it_and_revokes_it(fleet, server):
+def test_an_owner_creates_a_read_only_key_in_the_console_uses_it_and_revokes_it(fleet, console):
     import httpx
 
+    server = console.base
     alice = fleet
     alice.goto("/")
     alice.get_by_role("link", name="API keys").click()
@@ -127,7 +135,7 @@ def test_an_owner_creates_a_read_only_key_in_the_console_uses_it_and_revokes_it(
     assert alice.js_errors == []
 
 
-def test_documents_are_sorted_ticked_together_and_rerun_from_the_list(fleet, server):
+def test_documents_are_sorted_ticked_together_and_rerun_from_the_list(fleet):
     alice = fleet
     alice.goto("/documents/")
     alice.locator("a.sort-link[data-sort=filename]").click()
