@@ -16,9 +16,9 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from retrieval import vector_upgrade, warmup
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
-from retrieval import vector_upgrade, warmup
 from retrieval.embeddings import identity
 
 log = logging.getLogger(__name__)

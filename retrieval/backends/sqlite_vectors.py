@@ -29,14 +29,14 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
-import faiss  # noqa: E402
+import faiss
 
 # One thread per search: the search pools run several at once, and a query's scan is memory-bound.
 faiss.omp_set_num_threads(1)
@@ -85,7 +85,7 @@ def _column(name: str) -> str:
         return name[:-1]
     if name.endswith("ses"):
         return name[:-2]
-    return name[:-1] if name.endswith("s") else name
+    return name.removesuffix("s")
 
 
 def _contains(want: dict) -> Callable:
@@ -137,7 +137,7 @@ def _key(value):
 class _Column:
     """One field of a partition's rows as codes of its distinct values."""
 
-    __slots__ = ("codes", "values", "code_of")
+    __slots__ = ("code_of", "codes", "values")
 
     def __init__(self, cap: int):
         self.codes = np.full(cap, -1, dtype=np.int32)
@@ -258,7 +258,7 @@ class _Partition:
 
 
 class _View:
-    __slots__ = ("n", "vectors", "alive", "ids", "slot_of_id", "columns")
+    __slots__ = ("alive", "columns", "ids", "n", "slot_of_id", "vectors")
 
     def __init__(self, n, vectors, alive, ids, slot_of_id, columns):
         self.n, self.vectors, self.alive, self.ids, self.slot_of_id, self.columns = (
