@@ -40,7 +40,7 @@ def _write_and_search(path, kb, other_kb, rounds, errors):
         while len(_found(index, "shared words here", flt((other_kb,)))) < 10 * rounds:
             assert time.monotonic() < deadline, "never saw the other process's rows"
             time.sleep(0.05)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent through the queue
+    except BaseException as exc:
         errors.put(repr(exc))
         raise
 

@@ -29,9 +29,9 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
@@ -84,7 +84,7 @@ def _column(name: str) -> str:
         return name[:-1]
     if name.endswith("ses"):
         return name[:-2]
-    return name[:-1] if name.endswith("s") else name
+    return name.removesuffix("s")
 
 
 def _contains(want: dict) -> Callable:
@@ -144,7 +144,7 @@ def _key(value):
 class _Column:
     """One field of a partition's rows as codes of its distinct values."""
 
-    __slots__ = ("codes", "values", "code_of")
+    __slots__ = ("code_of", "codes", "values")
 
     def __init__(self, cap: int):
         self.codes = np.full(cap, -1, dtype=np.int32)
@@ -265,7 +265,7 @@ class _Partition:
 
 
 class _View:
-    __slots__ = ("n", "vectors", "alive", "ids", "slot_of_id", "columns")
+    __slots__ = ("alive", "columns", "ids", "n", "slot_of_id", "vectors")
 
     def __init__(self, n, vectors, alive, ids, slot_of_id, columns):
         self.n, self.vectors, self.alive, self.ids, self.slot_of_id, self.columns = (
