@@ -168,7 +168,7 @@ class MemoriesView(APIView):
         params = request.query_params
         qs = Memory.objects.in_scope(scope).filter(kb_id__in=_kb_ids(scope, params.get("kb"))).select_related("kb")
         memory_type = params.get("memory_type")
-        if memory_type:
+        if memory_type is not None:  # present but empty is no type either (the schema's enum)
             if memory_type not in MEMORY_TYPES:
                 raise ValidationError({"memory_type": f"Use one of: {', '.join(MEMORY_TYPES)}."})
             qs = qs.filter(kind=memory_type)
