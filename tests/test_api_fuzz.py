@@ -50,34 +50,42 @@ def _media_type(operation) -> str | None:
     return "application/json" if "application/json" in types else None
 
 
+def _exercise(operation, mode, count: int, headers: dict, failures: list) -> int:
+    """Send `count` generated requests of one operation and mode; collect each disagreement."""
+    sent = 0
+
+    @given(case=operation.as_strategy(generation_mode=mode, media_type=_media_type(operation)))
+    @settings(max_examples=count, deadline=None, derandomize=True, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    def run(case):
+        nonlocal sent
+        sent += 1
+        response = case.call(headers=headers)
+        try:
+            case.validate_response(response, checks=CHECKS[mode], headers=headers)
+        except (Exception, BaseExceptionGroup) as exc:  # collected: one run reports every disagreement
+            failures.append(f"{mode.name} {operation.method.upper()} {operation.path}: "
+                            f"{type(exc).__name__}: {str(exc)[:2000]}")
+
+    try:
+        run()
+    except Exception as exc:  # a strategy that cannot generate (e.g. no negative form) is not a failure
+        if "Unsatisfiable" not in type(exc).__name__:
+            raise
+    return sent
+
+
 @pytest.mark.slow
 def test_generated_requests_get_no_5xx_and_answers_the_schema_declares(api, world):
     headers = {"Authorization": f"Bearer {world.alice_key}"}
-    failures, ran = [], {"cases": 0}
+    failures, sent = [], 0
     for result in api.get_all_operations():
         operation = result.ok()
         if not operation.path.startswith("/api/v1/"):
             continue
         for mode, examples in EXAMPLES_PER_OPERATION.items():
             count = max(5, examples // 8) if (operation.method.upper(), operation.path) in HEAVY else examples
-
-            @given(case=operation.as_strategy(generation_mode=mode, media_type=_media_type(operation)))
-            @settings(max_examples=count, deadline=None, derandomize=True, database=None,
-                      phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-            def run(case, mode=mode, operation=operation):
-                ran["cases"] += 1
-                response = case.call(headers=headers)
-                try:
-                    case.validate_response(response, checks=CHECKS[mode], headers=headers)
-                except (Exception, BaseExceptionGroup) as exc:  # collected: one run reports every disagreement
-                    failures.append(f"{mode.name} {operation.method.upper()} {operation.path}: "
-                                    f"{type(exc).__name__}: {str(exc)[:400]}")
-
-            try:
-                run()
-            except Exception as exc:  # a strategy that cannot generate (e.g. no negative form) is not a failure
-                if "Unsatisfiable" not in type(exc).__name__:
-                    raise
-    print(f"\nschemathesis: {ran['cases']} generated requests, {len(failures)} failures")
-    assert ran["cases"] >= 2000
+            sent += _exercise(operation, mode, count, headers, failures)
+    print(f"\nschemathesis: {sent} generated requests, {len(failures)} failures")
+    assert sent >= 2000
     assert not failures, "\n".join(failures[:40])

@@ -167,7 +167,7 @@ def listed_memories(scope, params):
     """The memories GET /api/v1/memories lists for these query parameters (the MCP list_memories tool too)."""
     qs = Memory.objects.in_scope(scope).filter(kb_id__in=_kb_ids(scope, params.get("kb"))).select_related("kb")
     memory_type = params.get("memory_type")
-    if memory_type:
+    if memory_type is not None:  # present but empty is no type either (the schema's enum)
         if memory_type not in LISTABLE_TYPES:
             raise ValidationError({"memory_type": f"Use one of: {', '.join(LISTABLE_TYPES)}."})
         qs = qs.filter(kind=memory_type)

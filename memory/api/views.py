@@ -4,6 +4,7 @@ from django.db.models import Count, Q
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
+from loci.json_parser import StrictJSONParser
 from memory.actions import delete_knowledge_base
 from tenants.api.scoping import ScopedMixin, request_scope
 from tenants.api.serializers import KnowledgeBaseSerializer
@@ -16,6 +17,9 @@ class KnowledgeBaseViewSet(ScopedMixin, viewsets.ModelViewSet):
     serializer_class = KnowledgeBaseSerializer
     queryset = KnowledgeBase.objects.none()  # for the schema; get_queryset scopes every request
     lookup_field = "slug"
+    # JSON only: in a form a blank field reads as an omitted one (DRF's HTML-form rule), so
+    # `language=` stored the default instead of being refused (schemathesis, issue 30).
+    parser_classes = [StrictJSONParser]
 
     def get_queryset(self):
         return (

@@ -100,7 +100,7 @@ class EntitiesView(APIView):
                 raise ValidationError({"kb": f"Unknown knowledge base '{params['kb']}'."})
         qs = visible_entities(scope, kb_ids)
         kind = params.get("type")
-        if kind:
+        if kind is not None:  # present but empty is not a type either: the schema's enum says so
             if kind not in Entity.Type.values:
                 raise ValidationError({"type": f"Use one of: {', '.join(Entity.Type.values)}."})
             qs = qs.filter(type=kind)
