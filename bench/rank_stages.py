@@ -27,6 +27,7 @@ import numpy as np
 
 CANDIDATES = 30  # items hybrid is asked for: the rescoring stage reorders these
 CE_TOP = 10  # items the cross-encoder scores
+SOURCE_TURN_CE = False  # also the cross-encoder over each item's source turn (doubles its cost)
 TURN_LIST = 50  # the flat ColBERT channel's list per question
 
 
@@ -113,11 +114,12 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
                 for it, s in zip(head, ce.score(q["question"], [it["text"] for it in head])):
                     it["ce_text"] = s
                 cpu["ce_text"] += time.process_time() - started
-                started = time.process_time()
-                source_turns = [next((turns[i] for i in it["ids"] if i in turns), it["text"]) for it in head]
-                for it, s in zip(head, ce.score(q["question"], source_turns)):
-                    it["ce_turn"] = s
-                cpu["ce_turn"] += time.process_time() - started
+                if SOURCE_TURN_CE:
+                    started = time.process_time()
+                    source_turns = [next((turns[i] for i in it["ids"] if i in turns), it["text"]) for it in head]
+                    for it, s in zip(head, ce.score(q["question"], source_turns)):
+                        it["ce_turn"] = s
+                    cpu["ce_turn"] += time.process_time() - started
                 cpu["questions"] += 1
                 rows.append({"conv": conv["index"], "category": q["category"], "question": q["question"],
                              "evidence": q["evidence"], "items": items, "flat_colbert": [i for _, i in flat],
