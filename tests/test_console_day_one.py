@@ -75,7 +75,7 @@ def test_every_result_card_shows_its_text_citation_and_links_without_scrolling(f
             assert card.locator("details.why > summary").first.is_visible(), (method, kind)
         if method == "hybrid":
             # A long chunk's own text may scroll, inside a card that shows everything else.
-            assert cards.locator(".chunk-text").count() >= 1
+            assert cards.locator(".result-chunk-text").count() >= 1
     assert {"chunk", "fact", "episode"} <= kinds, kinds
     assert alice.js_errors == []
 
