@@ -355,6 +355,11 @@ RERANK_MODEL = env_str("RERANK_MODEL")
 RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
 RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
 RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
+# The bundled multilingual reranker (retrieval/e5_rerank.py, trained here: bench/train_reranker.py):
+# a rerank call whose query or results hold Chinese goes to it, an English-only one to the reranker
+# above (or to it too when none is configured). Reranking runs when MRAG_RERANK or the request asks.
+RERANK_MULTILINGUAL = env_bool("RERANK_MULTILINGUAL", False)
+RERANK_MULTILINGUAL_PRECISION = env_choice("RERANK_MULTILINGUAL_PRECISION", "int8", {"int8", "fp32"})
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")

@@ -171,7 +171,8 @@ class FailoverReranker:
 
 
 def build_reranker() -> Reranker | None:
-    """The reranker the settings describe: RERANK_BASE_URL/RERANK_MODEL, RERANK_FALLBACK=llm, both, or None."""
+    """The reranker the settings describe: RERANK_BASE_URL/RERANK_MODEL, RERANK_FALLBACK=llm, both, or None;
+    with RERANK_MULTILINGUAL, behind the language gate that sends Chinese calls to e5x-rerank."""
     judge = None
     if settings.RERANK_FALLBACK == "llm":
         if settings.LLM_ENABLED:
@@ -188,9 +189,12 @@ def build_reranker() -> Reranker | None:
             # With a fallback at hand, failing over at once beats waiting out a retry.
             max_retries=0 if judge else 1,
         )
-    if http and judge:
-        return FailoverReranker(http, judge)
-    return http or judge
+    configured = FailoverReranker(http, judge) if http and judge else (http or judge)
+    if settings.RERANK_MULTILINGUAL:  # the bundled e5x-rerank for Chinese and Chinese<->English calls
+        from retrieval.e5_rerank import LanguageGateReranker, multilingual_reranker
+
+        return LanguageGateReranker(multilingual_reranker({}), configured)
+    return configured
 
 
 def configured_reranker(options: dict) -> Reranker | None:

@@ -44,6 +44,7 @@ HEAVY = {
     "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
     "retrieval.embeddings.use": "the Universal Sentence Encoder model",
     "retrieval.embeddings.openai_compat": "imports openai",
+    "retrieval.e5_rerank": "the bundled multilingual reranker under onnxruntime (builds it at first use)",
 }
 
 
