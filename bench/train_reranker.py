@@ -452,7 +452,7 @@ def model_card(record: dict, weights_name: str) -> str:
   DRCD dev + test (DRCKnowledgeTeam/DRCD, CC BY-SA 3.0), {record["drcd_passages"]} passages, converted
   to Simplified Chinese with OpenCC. Not trained on: the CMRC trial, LoCoMo, LongMemEval, XQuAD
   articles 0, 4, 8, ... (the hold-out).
-- Training: `python -m bench.train_reranker --steps {record["steps"]} --seed {record["seed"]}` (batch
+- Training: `python -m bench.train_reranker --steps {record["steps"]} --seed {record["seed"]} --drcd {record["drcd_passages"]} --depth {record["depth"]}` (batch
   {record["batch"]} questions x (1 + {record["negatives"]} e5-mined hard negatives), AdamW lr {record["lr"]},
   listwise softmax loss); {record["examples"]} training pairs; {record["cpu_s"]} CPU-s in all
   ({record["train_cpu_s"]} in the training steps), {record["wall_s"]} s wall; final loss {record["final_loss"]}.
