@@ -2772,8 +2772,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["KnowledgeBaseRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["KnowledgeBaseRequest"];
-                "multipart/form-data": components["schemas"]["KnowledgeBaseRequest"];
             };
         };
         responses: {
@@ -2928,8 +2926,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["KnowledgeBaseRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["KnowledgeBaseRequest"];
-                "multipart/form-data": components["schemas"]["KnowledgeBaseRequest"];
             };
         };
         responses: {
@@ -3083,8 +3079,6 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["PatchedKnowledgeBaseRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["PatchedKnowledgeBaseRequest"];
-                "multipart/form-data": components["schemas"]["PatchedKnowledgeBaseRequest"];
             };
         };
         responses: {
