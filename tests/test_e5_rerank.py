@@ -5,7 +5,6 @@ XQuAD's held-out articles is measured by bench.xquad_rerank (bench/RESULTS.md): 
 does not yet beat e5-small there, so no test claims it does."""
 
 import json
-import math
 import shutil
 import struct
 import subprocess
