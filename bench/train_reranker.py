@@ -29,10 +29,20 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.e5_rerank_format import (JOIN, MATRICES, MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, PASSAGE_PREFIX,
-                                        QUERY_PREFIX, VECTORS, WEIGHTS_PATH, dequantise_rows, file_sha256,
-                                        quantise_rows)
 from bench.harness import SHARED_DATA
+from retrieval.e5_rerank_format import (
+    JOIN,
+    MATRICES,
+    MAX_PASSAGE_TOKENS,
+    MAX_QUERY_TOKENS,
+    PASSAGE_PREFIX,
+    QUERY_PREFIX,
+    VECTORS,
+    WEIGHTS_PATH,
+    dequantise_rows,
+    file_sha256,
+    quantise_rows,
+)
 from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 
 DATA = SHARED_DATA / "train"

@@ -21,8 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.e5_rerank_format import (JOIN, MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, PASSAGE_PREFIX,
-                                        QUERY_PREFIX, WEIGHTS_PATH, file_sha256, load_weights, quantise_rows)
+from retrieval.e5_rerank_format import (
+    JOIN,
+    MAX_PASSAGE_TOKENS,
+    MAX_QUERY_TOKENS,
+    PASSAGE_PREFIX,
+    QUERY_PREFIX,
+    WEIGHTS_PATH,
+    file_sha256,
+    load_weights,
+    quantise_rows,
+)
 from retrieval.embeddings.e5 import available_cores
 from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 from retrieval.relevance import cjk_share
