@@ -405,7 +405,7 @@ def test_messages_deleted_in_the_admin_take_their_facts_out_of_the_indexes(seede
     committed(remover, world, "memory/message", message.pk)
     assert not Message.objects.filter(pk=message.pk).exists()
     assert not Memory.objects.filter(pk__in=[m.pk for m in citing]).exists()
-    assert index_rows(flt) == {"vector": 0, "keyword": 0}
+    assert index_rows(flt) == {"vector": 0, "keyword": 0, "late_interaction": 0}
     for method in METHODS:
         assert not found_ids(s.scope, "tortoise Sheldon", method) & {str(m.pk) for m in citing}, method
     report = reconcile(s.tenant)

@@ -77,8 +77,18 @@ def test_the_app_imports_only_what_the_default_install_brings():
     assert _undeclared(_imports(APP_PACKAGES), _closure(PROJECT["dependencies"])) == {}
 
 
+# The Python client is a distribution of its own in this repository (clients/python), which
+# `make install-test` installs beside the server for the tests that drive it.
+CLIENT = tomllib.loads((REPO / "clients" / "python" / "pyproject.toml").read_text())["project"]
+
+
+def test_the_client_imports_only_what_its_own_distribution_declares():
+    declared = _closure(CLIENT["dependencies"]) | {_canonical(CLIENT["name"])}
+    assert _undeclared(_imports(("clients/python/loci_client",)), declared) == {}
+
+
 def test_tests_and_benchmarks_import_only_what_the_test_extra_adds():
-    declared = _closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["test"])
+    declared = _closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["test"]) | {_canonical(CLIENT["name"])}
     assert _undeclared(_imports(("tests",)), declared) == {}
     # The reranker's trainer and its side measurements may also use the `train` extra (torch is
     # never a test dependency: CI does not install it).

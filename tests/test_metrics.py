@@ -77,7 +77,7 @@ def test_a_scrape_after_an_ingest_and_searches_has_every_family(server):
     # No worker runs: `ingest --wait` processes both files itself, in its own process, and exits. Its
     # stage metrics reaching the server's scrape is the multiprocess mode at work.
     out = manage(server["env"], "ingest", str(tmp / "lighthouse.txt"), str(tmp / "broken.pdf"),
-                 "--tenant", "acme", "--kb", "docs", "--wait").stdout
+                 "--tenant", "acme", "--kb", "docs", "--wait", expect_exit=1).stdout  # 1: a document failed
     results = {r["name"]: r for r in map(json.loads, out.splitlines())}
     assert results["lighthouse.txt"]["status"] == "ready" and results["broken.pdf"]["status"] == "failed"
     ready = results["lighthouse.txt"]

@@ -92,8 +92,8 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
-def manage(env: dict, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    """Run `manage.py <args>`; raise with its output if it fails or overruns."""
+def manage(env: dict, *args: str, timeout: float = 180, expect_exit: int = 0) -> subprocess.CompletedProcess:
+    """Run `manage.py <args>`; raise with its output if it exits otherwise than `expect_exit` or overruns."""
     proc = subprocess.Popen([PYTHON, "manage.py", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -102,7 +102,7 @@ def manage(env: dict, *args: str, timeout: float = 180) -> subprocess.CompletedP
         _kill_group(proc, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(f"manage.py {' '.join(args)} ran over {timeout}s\n{out}\n{err[-3000:]}") from None
-    if proc.returncode != 0:
+    if proc.returncode != expect_exit:
         raise AssertionError(f"manage.py {' '.join(args)} exited {proc.returncode}\n{out}\n{err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 

@@ -33,9 +33,19 @@ class ExportView(APIView):
                 raise ValidationError({"kb": f"No knowledge base {', '.join(missing)} you can read."})
             kb_ids = set(found.values())
         user_id = request.query_params.get("user_id") or None
-        originals = request.query_params.get("originals", "").lower() in ("1", "true", "yes")
+        originals = _flag(request.query_params.get("originals"), "originals")
         name = f"loci-export-{scope.tenant.slug}-{timezone.now():%Y%m%d-%H%M%S}.jsonl"
         response = StreamingHttpResponse(export_lines(scope, kb_ids=kb_ids, user_id=user_id, originals=originals),
                                          content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    if value.lower() in ("1", "true"):
+        return True
+    if value.lower() in ("0", "false"):
+        return False
+    raise ValidationError({name: "Use true or false."})

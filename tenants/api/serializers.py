@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from loci.api_fields import STRICT_TEXT_FIELDS
 from tenants.models import KnowledgeBase, Tenant
 
 
@@ -10,6 +11,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class KnowledgeBaseSerializer(serializers.ModelSerializer):
+    serializer_field_mapping = STRICT_TEXT_FIELDS
     # A language tag or "auto", checked as the schema states it: a free CharField took whitespace the
     # serializer trimmed to nothing and then stored the default (schemathesis, issue 30).
     language = serializers.RegexField(r"^(auto|[a-z]{2,3}(-[A-Za-z0-9]{2,8})?)$", max_length=16, required=False,
