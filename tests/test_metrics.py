@@ -43,7 +43,9 @@ def _value(samples: dict, name: str, **labels) -> float:
 @pytest.fixture
 def server(tmp_path):
     var = tmp_path / "var"
-    env = app_env(var, LOCI_METRICS_TOKEN=TOKEN)
+    # No warm start: its probe query would count as one more query embedding than the searches make
+    # (warm start has tests of its own, tests/test_warmup.py).
+    env = app_env(var, LOCI_METRICS_TOKEN=TOKEN, LOCI_WARM_START="0")
     manage(env, "migrate", "--no-input")
     out = manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs", "--api-key").stdout
     key = out.split("API key (shown once): ", 1)[1].split()[0]

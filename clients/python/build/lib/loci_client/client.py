@@ -67,10 +67,10 @@ class _calls:
     """The endpoints, as requests to send."""
 
     @staticmethod
-    def add(user_id, session_id, messages, kb, agent_id, group_id) -> _Call:
+    def add(user_id, session_id, messages, kb, agent_id, group_id, run_id=None, metadata=None) -> _Call:
         return _Call("POST", "/api/v1/memories", _without_none(
             user_id=user_id, session_id=session_id, messages=_messages(messages), kb=kb, agent_id=agent_id,
-            group_id=group_id))
+            group_id=group_id, run_id=run_id, metadata=metadata))
 
     @staticmethod
     def flush(user_id, session_id, kb) -> _Call:
@@ -87,6 +87,11 @@ class _calls:
     @staticmethod
     def memory_history(memory_id: str) -> _Call:
         return _Call("GET", f"/api/v1/memories/{_segment(memory_id)}/history")
+
+    @staticmethod
+    def feedback(memory_id: str, outcome: str, note: str | None) -> _Call:
+        return _Call("POST", f"/api/v1/memories/{_segment(memory_id)}/feedback",
+                     _without_none(outcome=outcome, note=note))
 
     @staticmethod
     def delete_user(user_id, session_id, kb) -> _Call:
@@ -111,11 +116,12 @@ class _calls:
             expand_context=expand_context, neighbours=neighbours, rerank=rerank))
 
     @staticmethod
-    def upload(path, kb, content_type) -> _Call:
+    def upload(path, kb, content_type, metadata=None) -> _Call:
         path = Path(path)
         kind = content_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         files = [("files", (path.name, path.read_bytes(), kind))]
-        return _Call("POST", "/api/v1/documents", data={"kb": kb}, files=files)
+        data = {"kb": kb, **({"metadata": json.dumps(metadata)} if metadata else {})}
+        return _Call("POST", "/api/v1/documents", data=data, files=files)
 
     @staticmethod
     def documents(**params) -> _Call:
@@ -244,9 +250,11 @@ class Memories:
         self._client = client
 
     def add(self, user_id: str, session_id: str, messages: Iterable[ChatMessage | dict], *, kb: str | None = None,
-            agent_id: str | None = None, group_id: str | None = None) -> AddResult:
-        """Post chat turns (1–500); the MemCells they complete are extracted at once."""
-        return self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id))
+            agent_id: str | None = None, group_id: str | None = None, run_id: str | None = None,
+            metadata: dict | None = None) -> AddResult:
+        """Post chat turns (1–500); the MemCells they complete are extracted at once. agent_id, group_id and
+        run_id scope the memories; metadata (string or number values) is kept on each and filterable."""
+        return self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id, metadata))
 
     def flush(self, user_id: str, session_id: str, *, kb: str | None = None) -> FlushResult:
         """Extract everything accumulated for the session, the unfinished tail included."""
@@ -270,6 +278,10 @@ class Memories:
     def delete(self, memory_id: str) -> Deleted:
         """Delete a memory (an episode takes its facts along) from the database and both indexes."""
         return self._client._send(_calls.memory("DELETE", memory_id))
+
+    def feedback(self, memory_id: str, outcome: str, *, note: str | None = None) -> dict:
+        """How reusing an agent case or skill went (success or failure): moves its quality or maturity."""
+        return self._client._send(_calls.feedback(memory_id, outcome, note))
 
     def delete_user(self, user_id: str, *, session_id: str | None = None, kb: str | None = None) -> Deleted:
         """Delete a user's (or one session's) memories and raw messages."""
@@ -302,9 +314,11 @@ class Documents:
     def __init__(self, client: Loci):
         self._client = client
 
-    def upload(self, path: str | Path, *, kb: str | None = None, content_type: str | None = None) -> Upload:
-        """Upload one file; it is processed in the background (see wait). A file already there is duplicate=True."""
-        return self._client._send(_calls.upload(path, _upload_kb(kb, self._client.kb), content_type))[0]
+    def upload(self, path: str | Path, *, kb: str | None = None, content_type: str | None = None,
+               metadata: dict | None = None) -> Upload:
+        """Upload one file; it is processed in the background (see wait). A file already there is duplicate=True.
+        metadata: string or number values kept on its chunks and memories, filterable in search."""
+        return self._client._send(_calls.upload(path, _upload_kb(kb, self._client.kb), content_type, metadata))[0]
 
     def list(self, **filters) -> DocumentPage:
         """One page of documents (the server's filters: kb, status, q, ordering, page, page_size)."""
@@ -466,8 +480,10 @@ class AsyncMemories:
         self._client = client
 
     async def add(self, user_id: str, session_id: str, messages: Iterable[ChatMessage | dict], *,
-                  kb: str | None = None, agent_id: str | None = None, group_id: str | None = None) -> AddResult:
-        return await self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id))
+                  kb: str | None = None, agent_id: str | None = None, group_id: str | None = None,
+                  run_id: str | None = None, metadata: dict | None = None) -> AddResult:
+        return await self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id,
+                                                   metadata))
 
     async def flush(self, user_id: str, session_id: str, *, kb: str | None = None) -> FlushResult:
         return await self._client._send(_calls.flush(user_id, session_id, kb))
@@ -486,6 +502,9 @@ class AsyncMemories:
 
     async def delete(self, memory_id: str) -> Deleted:
         return await self._client._send(_calls.memory("DELETE", memory_id))
+
+    async def feedback(self, memory_id: str, outcome: str, *, note: str | None = None) -> dict:
+        return await self._client._send(_calls.feedback(memory_id, outcome, note))
 
     async def delete_user(self, user_id: str, *, session_id: str | None = None, kb: str | None = None) -> Deleted:
         return await self._client._send(_calls.delete_user(user_id, session_id, kb))
@@ -514,8 +533,10 @@ class AsyncDocuments:
     def __init__(self, client: AsyncLoci):
         self._client = client
 
-    async def upload(self, path: str | Path, *, kb: str | None = None, content_type: str | None = None) -> Upload:
-        return (await self._client._send(_calls.upload(path, _upload_kb(kb, self._client.kb), content_type)))[0]
+    async def upload(self, path: str | Path, *, kb: str | None = None, content_type: str | None = None,
+                     metadata: dict | None = None) -> Upload:
+        return (await self._client._send(_calls.upload(path, _upload_kb(kb, self._client.kb), content_type,
+                                                       metadata)))[0]
 
     async def list(self, **filters) -> DocumentPage:
         return await self._client._send(_calls.documents(**filters))

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-Method = Literal["keyword", "vector", "hybrid", "agentic", "paths"]
+Method = Literal["keyword", "vector", "hybrid", "agentic"]
 MemoryType = Literal["episode", "atomic_fact", "chunk", "profile", "foresight"]
 DocumentStatus = Literal["queued", "parsing", "extracting", "indexing", "ready", "failed"]
 
@@ -95,10 +95,6 @@ class Memory(TypedDict):
     topic: str
     user_id: str
     session_id: str
-    agent_id: str
-    group_id: str
-    run_id: str
-    metadata: dict
     occurred_at: str | None
     created_at: str
     status: str
