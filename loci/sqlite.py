@@ -8,6 +8,8 @@ opener switches it; later openers just confirm it. SQLite does not always apply 
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _RETRY_PAUSE = 0.02
 
@@ -25,3 +27,17 @@ def use_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(_RETRY_PAUSE)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
+    """`begin`, then COMMIT, or ROLLBACK on any exception. IMMEDIATE takes the write lock up front, so a
+    concurrent writer waits on busy_timeout rather than failing with SQLITE_BUSY when it upgrades."""
+    conn.execute(begin)
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import use_wal
+from loci.sqlite import transaction, use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, cpu_deadline, matches_nothing
 from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
@@ -169,17 +169,8 @@ class SqliteKeywordIndex:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        # IMMEDIATE takes the write lock up front, so a concurrent writer waits on busy_timeout
-        # rather than failing with SQLITE_BUSY when it upgrades from reading.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._conn()) as conn:
             yield conn
-        except BaseException:
-            if conn.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def close(self) -> None:
         """Close this thread's connection; other threads' go with the dropped thread-local."""

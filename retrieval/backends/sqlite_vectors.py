@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import use_wal
+from loci.sqlite import transaction, use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 
@@ -350,17 +350,9 @@ class SqliteVectorIndex:
 
     @contextmanager
     def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        # IMMEDIATE: the write lock up front, so a concurrent writer waits (busy_timeout) instead of
-        # failing when it upgrades; a read transaction is one snapshot of versions, rows and tombstones.
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
+        # A write takes the lock up front; a read transaction is one snapshot of versions, rows and tombstones.
+        with transaction(self._conn(), "BEGIN IMMEDIATE" if write else "BEGIN") as conn:
             yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
