@@ -249,6 +249,8 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery (every key with the CELERY_ prefix is read by loci/celery.py)
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# kombu's filesystem transport with messages written whole (loci/broker.py: kombu's own loses some).
+CELERY_BROKER_TRANSPORT = "loci.broker:Transport" if CELERY_BROKER_URL.startswith("filesystem") else None
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
