@@ -48,8 +48,13 @@ demo: migrate
 run: demo
 	$(PY) manage.py up
 
+# The suite in three worker processes (pytest-xdist; TEST_WORKERS=0 runs it in this one). Most of its
+# time is spent waiting on the processes and browsers it starts, so three overlap those waits on two
+# cores; the tests sharing the console installation or the Milvus server run in one worker
+# (tests/conftest.py: XDIST_GROUPS).
+TEST_WORKERS ?= 3
 test: install-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The linter, with the rules pyproject.toml names (.ci/run runs it before the suite).
 lint: install-test

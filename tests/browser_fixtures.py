@@ -31,9 +31,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("LOCI_SCREENSHOTS") == "docs"
                else Path(tempfile.gettempdir()) / "loci-screenshots")
 PROCESSING_TIMEOUT_MS = 150_000
-# How often the filesystem broker's worker looks for a message: kombu's default (1 s). At 0.1 s a
-# document's three stages would wait less, but test_console_viewers then lost track of documents
-# (all 12 not finished within 150 s, against 56 s at 1 s; not yet understood): kept at the default.
+# How often the installation's worker looks for a message: kombu's default (1 s), not the 0.1 s every
+# other test process uses (tests/worker_process.py: app_env). At 0.1 s the upload page lost track of
+# documents: test_console_viewers' four files were all ready in the database within 18 s, their rows
+# not within 150 s (2026-12-01, again after the broker's lost messages were fixed: not the broker).
 BROKER_POLL_SECONDS = "1.0"
 
 SETUP = """

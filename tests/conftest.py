@@ -148,6 +148,43 @@ def api_client(key: str | None = None, user=None):
     return client
 
 
+# `make test` runs the suite in two processes (pytest-xdist: -n 2 --dist loadgroup). A session-scoped
+# resource exists once per process, so the tests sharing one that is costly to start run in one
+# process: the console installation with its web server, worker and Chromium (tests/browser_fixtures.py),
+# and the Milvus 2.3 server (tests/index_fixtures.py). Everything else a test starts (ports, var dirs,
+# PostgreSQL databases, Redis databases, RabbitMQ vhosts) is its own, so any two tests may run at once.
+XDIST_GROUPS = {"console": "console-installation", "milvus_server": "milvus-server"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = next((g for fixture, g in XDIST_GROUPS.items() if fixture in item.fixturenames), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if hasattr(config, "workerinput"):
+        # Under xdist the tests marked slow (minutes of real processes) are handed out first, so that
+        # none of them starts last while the other workers have run out of tests. (Not when run in
+        # one process: a module's tests then stay together, with its module-scoped fixtures.)
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures, which may still use the server
+def pytest_runtest_teardown(item, nextitem):
+    """The session's embedded Milvus 2.3 server stops once the tests that use it are done, not at the
+    end of the session: under xdist's loadgroup they come to one worker as one run of tests; alone,
+    the server stops after the last of them."""
+    from tests.index_fixtures import release_embedded_milvus
+
+    if "milvus_server" not in item.fixturenames or (nextitem and "milvus_server" in nextitem.fixturenames):
+        return
+    if hasattr(item.config, "workerinput") and item.config.getvalue("loadgroup"):
+        release_embedded_milvus(item.config)
+    elif not any("milvus_server" in later.fixturenames
+                 for later in item.session.items[item.session.items.index(item) + 1:]):
+        release_embedded_milvus(item.config)
+
+
 def pytest_terminal_summary(terminalreporter):
     """How many tests skipped, and why, grouped by reason: a skip must be seen, not just counted."""
     from collections import Counter

@@ -104,15 +104,21 @@ def _meta_holds(metadata: dict, cond) -> bool:
     return {"gt": value > bound, "gte": value >= bound, "lt": value < bound, "lte": value <= bound}[cond.op]
 
 
+_LITE = pytest.StashKey[str]()
+
+
 @pytest.fixture(scope="session")
-def milvus_lite_uri(tmp_path_factory):
-    """URI of a Milvus Lite server shared by the whole test session."""
+def milvus_lite_uri(request, tmp_path_factory):
+    """URI of a Milvus Lite server shared by the whole test session (one, though modules import this
+    fixture by name: kept in the session's stash, like `milvus_server` below; three were started)."""
     from retrieval.milvus_lite import ensure_server, stop_server
 
-    path = tmp_path_factory.mktemp("milvus") / "milvus.db"
-    uri = ensure_server(path)  # a free port; the server also stops by itself once pytest exits
-    yield uri
-    stop_server(path)
+    stash = request.config.stash
+    if _LITE not in stash:
+        path = tmp_path_factory.mktemp("milvus") / "milvus.db"
+        request.config.add_cleanup(lambda: stop_server(path))
+        stash[_LITE] = ensure_server(path)  # a free port; the server also stops by itself once pytest exits
+    return stash[_LITE]
 
 
 def _prefix(sep: str = "_") -> str:
@@ -277,6 +283,7 @@ def _server_version(uri: str, token: str) -> tuple[int, int, int]:
 # modules is a separate fixture in each, and each would start its own server.
 _SERVER = pytest.StashKey[MilvusServer]()
 _SERVER_PREFIX = pytest.StashKey[str]()
+_EMBEDDED = pytest.StashKey[EmbeddedMilvusServer]()
 
 
 @pytest.fixture(scope="session")
@@ -294,8 +301,21 @@ def milvus_server(request, tmp_path_factory) -> MilvusServer:
             server = EmbeddedMilvusServer(tmp_path_factory.mktemp("milvus-server"))
             request.config.add_cleanup(server.stop)  # at the end of the session, also if start fails
             uri, token = server.start(), EMBEDDED_MILVUS_TOKEN
+            stash[_EMBEDDED] = server
         stash[_SERVER] = MilvusServer(uri, token, _server_version(uri, token))
     return stash[_SERVER]
+
+
+def release_embedded_milvus(config: pytest.Config) -> None:
+    """Stop the session's embedded Milvus server before the session ends: idle, Milvus 2.3 still takes
+    a fifth of a core (its time ticks), which the rest of the suite needs. A later test that asks
+    for `milvus_server` starts another. A server given by MILVUS_URI is not ours to stop."""
+    server = config.stash.get(_EMBEDDED, None)
+    if server is None:
+        return
+    for key in (_EMBEDDED, _SERVER, _SERVER_PREFIX):  # its collections go with its data
+        del config.stash[key]
+    server.stop()
 
 
 def server_milvus_index(server: MilvusServer, prefix: str | None = None, **options):
@@ -324,7 +344,8 @@ def _server_collections(request, milvus_server) -> str:
         index = server_milvus_index(milvus_server)
 
         def drop():  # cleanups run last-in first-out: before the server stops
-            index.drop_all()
+            if stash.get(_SERVER_PREFIX, None) == index.prefix:  # not released with its server
+                index.drop_all()
             index.close()
 
         request.config.add_cleanup(drop)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.conftest import api_client
-from tests.worker_process import Worker, app_env, manage, stop_milvus_lite
+from tests.worker_process import Worker, app_env, install, manage, stop_milvus_lite
 
 TEXTS = [f"Note {n}. The depot ordered {n + 2} new pallets of paper for the spring audit.\n" for n in range(4)]
 
@@ -25,8 +25,7 @@ def test_each_document_is_finished_before_the_next_one_starts(tmp_path):
         paths[-1].write_text(text)
     worker = None
     try:
-        manage(env, "migrate", "--no-input", "-v", "0")
-        manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs")
+        install(env, "docs")
         manage(env, "ingest", *map(str, paths), "--tenant", "acme", "--kb", "docs")  # queued: no worker yet
         worker = Worker(env, tmp_path / "worker.log").start()
         worker.wait_ready()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.backends.base import IndexFilter, IndexRow
-from tests.worker_process import PYTHON, REPO, app_env, free_port, manage
+from tests.worker_process import PYTHON, REPO, app_env, free_port, install, manage
 
 DIM = 8
 
@@ -154,8 +154,7 @@ def app(tmp_path_factory):
     """A migrated installation with one tenant; its Milvus Lite port is free and explicit."""
     var = tmp_path_factory.mktemp("installation")
     env = app_env(var, LOCI_VECTOR_BACKEND="retrieval.backends.milvus.MilvusVectorIndex")  # the server is what is tested
-    manage(env, "migrate", "--no-input", "-v", "0")
-    manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs")
+    install(env, "docs")
     yield var, env
     from retrieval.milvus_lite import stop_server
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import DOCS
 from tests.worker_process import (
-    REPO, Worker, app_env, db_rows, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
+    REPO, Worker, app_env, db_rows, install, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
     redis_database, stop_milvus_lite, workers,
 )
 
@@ -91,8 +91,7 @@ def test_a_worker_process_ingests_and_search_finds_it(tmp_path, database_url, br
     env = app_env(var, DATABASE_URL=database_url, CELERY_BROKER_URL=broker_url)
     with workers() as started:
         try:
-            manage(env, "migrate", "--no-input", "-v", "0")
-            manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs")
+            install(env, "docs")
             worker = Worker(env, tmp_path / "worker.log", name="scale1")
             started.append(worker.start())
             worker.wait_ready()

@@ -27,7 +27,7 @@ from tests.conftest import DOCS
 from tests.test_parsing_ocr import png_bytes, text_image
 from tests.test_worker_kill import INDEX_BAND_START, document, stored_rows, wait_for
 from tests.worker_process import (
-    REDIS_HOST, REDIS_PORT, Worker, app_env, db_rows, manage, need_service, postgres_database, redis_database,
+    REDIS_HOST, REDIS_PORT, Worker, app_env, db_rows, install, manage, need_service, postgres_database, redis_database,
     stop_milvus_lite, workers,
 )
 
@@ -74,9 +74,7 @@ def scenario(tmp_path, database_url):
         database = {} if database_url.startswith("sqlite:") else {"DATABASE_URL": database_url}
         env = app_env(var, **database, **TIMINGS, **overrides)
         made.append(var)
-        manage(env, "migrate", "--no-input", "-v", "0")
-        for kb in kbs:
-            manage(env, "bootstrap", "--tenant", "acme", "--kb", kb)
+        install(env, *kbs)
         return var, env
 
     yield make

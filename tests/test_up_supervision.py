@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 
-from tests.worker_process import PYTHON, REPO, app_env, free_port, manage, stop_milvus_lite
+from tests.worker_process import PYTHON, REPO, app_env, free_port, install, manage, stop_milvus_lite
 
 DOCUMENT_SECONDS = 150  # a document's three stages, a worker restart included, on a loaded 2-core machine
 
@@ -112,8 +112,7 @@ def test_up_restarts_killed_and_stuck_workers_while_the_web_server_keeps_serving
     var, port = tmp_path / "var", free_port()
     env = app_env(var, LOCI_PORT=str(port), LOCI_STAGE_LEASE_SECONDS="6", LOCI_SWEEP_INTERVAL_SECONDS="2",
                   LOCI_STALLED_QUEUE_SECONDS="30", LOCI_WORKER_HEARTBEAT_SECONDS="1", LOCI_WORKER_STALE_SECONDS="8")
-    manage(env, "migrate", "--no-input", "-v", "0")
-    manage(env, "bootstrap", "--tenant", "acme", "--kb", "docs")
+    install(env, "docs")
     log = tmp_path / "up.log"
     with open(log, "wb") as out:
         up = subprocess.Popen([PYTHON, "manage.py", "up", "--concurrency", "2"], cwd=REPO, env=env,

@@ -24,7 +24,7 @@ from ingest.tasks import LEASE_MARGIN_SECONDS, process_document_stage
 from memory.models import Document
 from tests.conftest import DOCS
 from tests.worker_process import (
-    Worker, app_env, db_rows, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
+    Worker, app_env, db_rows, install, manage, need_rabbitmqctl, need_service, postgres_database, rabbitmq_vhost,
     stop_milvus_lite, workers,
 )
 
@@ -87,9 +87,7 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
                   EMBEDDING_CACHE_PATH=str(var / "embedding-cache.sqlite3"))
     with workers() as started:
         try:
-            manage(env, "migrate", "--no-input", "-v", "0")
-            manage(env, "bootstrap", "--tenant", "acme", "--kb", "clean")
-            manage(env, "bootstrap", "--tenant", "acme", "--kb", "killed")
+            install(env, "clean", "killed")
             first = Worker(env, tmp_path / "worker1.log", name="first")
             started.append(first.start())
             first.wait_ready()
