@@ -598,7 +598,7 @@ def test_vector_index_from_settings_uses_the_session_server(lite_vector_settings
 
 
 def test_the_loader_takes_named_aliases_and_builds_each_once(settings, tmp_path):
-    from loci.backends import BackendDoesNotExist
+    from common.backends import BackendDoesNotExist
     from retrieval.backends import keyword_index
 
     settings.LOCI_KEYWORD_INDEX = {

@@ -1,4 +1,4 @@
-"""The configured index projections: thin accessors over the backend handler (loci.backends).
+"""The configured index projections: thin accessors over the backend handler (common.backends).
 
 `vector_index()` and `keyword_index()` are the `default` aliases of LOCI_VECTOR_INDEX /
 LOCI_KEYWORD_INDEX (`BACKEND` dotted path, `OPTIONS` dict), in the build the default aliases serve
@@ -10,7 +10,7 @@ same everywhere.
 import math
 import numbers
 
-from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from common.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
 from retrieval import builds
 from retrieval.backends.base import (
     KINDS,

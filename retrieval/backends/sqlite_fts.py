@@ -21,7 +21,7 @@ from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import busy, transaction, use_wal
+from common.sqlite import busy, transaction, use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, cpu_deadline, matches_nothing
 from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment

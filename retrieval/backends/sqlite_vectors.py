@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import busy, transaction, use_wal
+from common.sqlite import busy, transaction, use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
-from loci import metrics
+from common import metrics
 from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval import vector_upgrade
 from retrieval.backends import local_servers
