@@ -73,7 +73,7 @@ def health(port: int) -> dict:
 
 def status_of(var, name: str) -> str | None:
     with sqlite3.connect(f"file:{var / 'loci.sqlite3'}?mode=ro", uri=True, timeout=10) as db:
-        row = db.execute("SELECT status FROM ingest_document WHERE filename = ?", (name,)).fetchone()
+        row = db.execute("SELECT status FROM memory_document WHERE filename = ?", (name,)).fetchone()
     return row[0] if row else None
 
 

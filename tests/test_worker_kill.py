@@ -50,7 +50,7 @@ def services():
 
 def document(database_url: str, kb_slug: str) -> dict:
     rows = db_rows(database_url, "SELECT d.id, d.status, d.stage, d.progress, d.chunk_count, d.episode_count, "
-                                 "d.fact_count, d.error FROM ingest_document d JOIN tenants_knowledgebase k "
+                                 "d.fact_count, d.error FROM memory_document d JOIN tenants_knowledgebase k "
                                  "ON k.id = d.kb_id WHERE k.slug = %s", (kb_slug,))
     if not rows:
         return {}
@@ -69,9 +69,9 @@ def wait_for(database_url, kb_slug, predicate, timeout, what):
 
 
 def stored_rows(database_url: str, document_id: int) -> dict:
-    chunks = dict(db_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s GROUP BY level",
+    chunks = dict(db_rows(database_url, "SELECT level, count(*) FROM memory_chunk WHERE document_id = %s GROUP BY level",
                           (document_id,)))
-    memories = dict(db_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
+    memories = dict(db_rows(database_url, "SELECT kind, count(*) FROM memory_memory WHERE document_id = %s "
                                           "GROUP BY kind", (document_id,)))
     return {"chunks": chunks, "memories": memories}
 
@@ -122,7 +122,7 @@ def test_a_killed_workers_document_is_redelivered_and_finished_without_duplicate
             for key in ("chunks", "episodes", "facts"):
                 assert killed[key] == clean[key], (key, killed, clean)
             assert stored_rows(database_url, killed["id"]) == stored_rows(database_url, clean["id"])
-            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM memory_chunk "
                                          "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
 
             # Both projections hold exactly what the database says: nothing missing, nothing stale
