@@ -148,7 +148,7 @@ def api_client(key: str | None = None, user=None):
     return client
 
 
-# `make test` runs the suite in two processes (pytest-xdist: -n 2 --dist loadgroup). A session-scoped
+# `make test` runs the suite in three processes (pytest-xdist: -n 3 --dist loadgroup). A session-scoped
 # resource exists once per process, so the tests sharing one that is costly to start run in one
 # process: the console installation with its web server, worker and Chromium (tests/browser_fixtures.py),
 # and the Milvus 2.3 server (tests/index_fixtures.py). Everything else a test starts (ports, var dirs,
