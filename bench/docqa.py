@@ -120,6 +120,7 @@ def main(argv=None):
     setup_django()
     logging.disable(logging.WARNING)
 
+    from django.conf import settings
     from django.db import transaction
 
     from bench.flat import FlatBM25, dense_top
@@ -162,7 +163,9 @@ def main(argv=None):
     cpu_ms = {}
     for method in args.methods.split(","):
         # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
+        # "hybrid+ml": the multilingual rescoring stage on (SEARCH_MULTILINGUAL_RERANK) for this method only.
         base, _, stage = method.partition("+")
+        settings.SEARCH_MULTILINGUAL_RERANK = stage == "ml"
         spent = time.process_time()
         for q in questions:
             response = search(scope, parse_search_request({"query": q["question"], "method": base,

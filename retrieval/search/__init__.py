@@ -21,7 +21,7 @@ from retrieval.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid, late_interaction, paths, ranking
+from retrieval.search import flat, hybrid, late_interaction, multilingual, paths, ranking
 from retrieval.search.agent_memory import agent_memory_items
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
@@ -85,6 +85,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):
             late_interaction.rescore(req.query, response, limit)
+        if multilingual.applies(method_used):  # Chinese and cross-language items, before the floor reads them
+            multilingual.rescore(req.query, response)
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
