@@ -101,6 +101,7 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--methods", default="keyword,vector,hybrid")
     parser.add_argument("--var-dir", help="reuse this data directory (documents already there are duplicates)")
+    parser.add_argument("--reuse", action="store_true", help="with --var-dir: ask the documents a previous run ingested")
     parser.add_argument("--name-by", choices=("title", "id"), default="title",
                         help="name each passage's file by its article title (default) or by its passage id")
     args = parser.parse_args(argv)
@@ -122,7 +123,15 @@ def main(argv=None):
     workdir = Path(tempfile.mkdtemp(prefix="cmrc-docs-"))
     started = time.perf_counter()
     doc_of_passage = {}
+    # --reuse: a var dir a previous run filled answers again without ingesting (names are unique per passage).
+    existing = {}
+    if args.reuse:
+        for pk, filename in Document.objects.filter(kb=kb, status="ready").order_by("pk").values_list("pk", "filename"):
+            existing.setdefault(filename, pk)
     for i, p in enumerate(passages):
+        if file_name(p, args.name_by) in existing:
+            doc_of_passage[i] = existing[file_name(p, args.name_by)]
+            continue
         path = workdir / str(i) / file_name(p, args.name_by)
         path.parent.mkdir()
         path.write_text(p["context"], encoding="utf-8")

@@ -114,10 +114,12 @@ def main(argv=None):
     parser.add_argument("--memory-types", default="episode,atomic_fact,chunk",
                         help="what each search asks for (the console's default: all three)")
     parser.add_argument("--dump", help="write every question's ranks and first items to this JSON file")
+    parser.add_argument("--var-dir", help="keep the data in this directory (default: a fresh temporary one)")
+    parser.add_argument("--reuse", action="store_true", help="with --var-dir: ask the documents a previous run ingested")
     args = parser.parse_args(argv)
     questions, same_as = load_questions(Path(args.questions))
     os.environ.setdefault("LLM_DISABLED", "1")  # the embedded stack without an LLM: the deterministic extractor
-    setup_django()
+    setup_django(args.var_dir)
     logging.disable(logging.WARNING)
 
     from django.conf import settings
@@ -136,8 +138,15 @@ def main(argv=None):
     scope, kb = make_scope("docqa", "docqa")
     started = time.perf_counter()
     document_of = {}
+    existing = {}
+    if args.reuse:
+        for pk, filename in Document.objects.filter(kb=kb, status="ready").order_by("pk").values_list("pk", "filename"):
+            existing.setdefault(filename, pk)
     for source in dict.fromkeys(q["source"] for q in questions):
         path = DOCS / source
+        if path.name in existing:
+            document_of[source] = existing[path.name]
+            continue
         with path.open("rb") as fh, transaction.atomic():
             document_of[source] = ingest_document(scope, kb, fh, path.name).document.pk
     ingest_seconds = time.perf_counter() - started
