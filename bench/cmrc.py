@@ -142,6 +142,10 @@ def main(argv=None):
 
     questions = [(i, qa) for i, p in enumerate(passages) for qa in p["qas"] if qa["question"].strip()]
     results = {m: Scores() for m in args.methods.split(",")}
+    if any(m.endswith("+ml") for m in results):  # build/load the reranker outside the timing
+        from retrieval.search import multilingual
+
+        multilingual.model().rerank("warm", ["up"])
     for method in results:
         for i, qa in questions:
             answers = [a["text"] for a in qa["answers"]]

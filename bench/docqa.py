@@ -170,6 +170,10 @@ def main(argv=None):
             for (text, docs), ok, kind in zip(ranked[:3], answering, list(kinds) + [""] * 3)]}
 
     cpu_ms = {}
+    if "+ml" in args.methods:  # build/load the reranker outside the timing
+        from retrieval.search import multilingual
+
+        multilingual.model().rerank("warm", ["up"])
     for method in args.methods.split(","):
         # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
         # "hybrid+ml": the multilingual rescoring stage on (SEARCH_MULTILINGUAL_RERANK) for this method only.
