@@ -141,7 +141,7 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
         ("goal", rf"^(?P<who>)(?:[Ii]t['’]s|[Ii]t has|[Ii]t is|[Ii]t was) (?:been )?(?:a |my |their )?(?:lifelong |big )?"
                  rf"dream to {_VALUE}"),
         # A career someone looks into ("looking into counseling and mental health as a career").
-        ("goal", rf"\b{w}{be}? (?:\w+ ){{0,3}}?(?:looking into|considering|exploring|pursuing|thinking about) "
+        ("career", rf"\b{w}{be}? (?:\w+ ){{0,3}}?(?:looking into|considering|exploring|pursuing|thinking about) "
                  rf"(?P<v>[\w ]{{2,40}}?) (?:as a career|career options|careers?|jobs)\b"),
     ]
     return [(c, re.compile(r)) for c, r in rules]
@@ -235,6 +235,8 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
             else:
                 subject = _full_name(who.removesuffix("'s").removesuffix("’s"), names or [speaker])
             value = _trim(m.group("v"), 12 if category == "habit" else MAX_VALUE_WORDS)
+            if category == "career":  # a goal, though its value names a field, not a step ("adopt")
+                category, value = "goal", f"a career in {value}"
             if category == "family" and not value:
                 value = "married"  # "marrying Melanie's partner"
             if category in ("preference", "dislike") and _TASK.match(value):
@@ -243,7 +245,8 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
                 value = _topic(value)
             if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
                 continue
-            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value):
+            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value) \
+                    and not value.startswith("a career in "):
                 continue
             if category == "habit" and _NOT_HABIT.match(value):
                 continue
