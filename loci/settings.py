@@ -423,6 +423,11 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
 LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
 
+# Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
+# name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
+# with and without (bench/RESULTS.md, issue 28, session 9).
+EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
+
 # --- mRAG knobs (see retrieval/mrag.py for where each default comes from)
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
