@@ -428,7 +428,7 @@ LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISA
 # with and without (bench/RESULTS.md, issue 28, session 9).
 EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
 
-# --- mRAG knobs (see retrieval/mrag.py for where each default comes from)
+# --- mRAG knobs (see retrieval/search/mrag.py for where each default comes from)
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
