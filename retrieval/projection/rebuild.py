@@ -9,7 +9,7 @@ from dataclasses import replace
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.backends import embedders
+from common.backends import embedders
 from retrieval import builds, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState

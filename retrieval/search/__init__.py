@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from loci import metrics
-from loci.dates import resolve_relative_dates
+from common import metrics
+from common.dates import resolve_relative_dates
 from retrieval import results, warmup
 from retrieval.search.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
