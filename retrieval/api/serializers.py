@@ -100,7 +100,8 @@ _SCORES_HELP = ("per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, 
 class _ItemSerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="calibrated relevance (0-1), comparable across kinds and methods")
     rank = serializers.IntegerField(required=False, min_value=1, help_text=(
-        "1-based place in the one order across facts, episodes and chunks (absent on nested facts)"))
+        "1-based place in the one order across facts, episodes, chunks, agent memory and profile items "
+        "(absent on nested facts)"))
     kb = serializers.SlugField()
     sources = SourceSerializer(many=True)
     scores = serializers.DictField(child=serializers.JSONField(), help_text=_SCORES_HELP)
@@ -150,6 +151,8 @@ class ProfileItemSerializer(serializers.Serializer):
     message_ids = serializers.ListField(child=serializers.CharField(), help_text="the messages those facts cite")
     superseded_by = serializers.UUIDField(allow_null=True, help_text="the item that replaced it")
     score = serializers.FloatField(required=False, help_text="in a search: its relevance to the query")
+    rank = serializers.IntegerField(required=False, min_value=1, help_text=(
+        "in a search: its place in the one order across every kind of item"))
 
 
 class EpisodeItemSerializer(_MemoryItemSerializer):

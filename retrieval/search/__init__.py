@@ -85,6 +85,9 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):
             late_interaction.rescore(req.query, response, limit)
+        # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
+        add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+        response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
@@ -102,8 +105,6 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
-    add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-    response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
     if req.filters.get("participant"):
         prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
