@@ -200,6 +200,9 @@ class AgentMemoryItemSerializer(_MemoryItemSerializer):
     atomic_fact = serializers.CharField(help_text="the same as text (items share the facts' fields)")
     parent_episode_id = serializers.UUIDField(allow_null=True, help_text="a case: the episode of its MemCell")
     agent_id = serializers.CharField(allow_null=True)
+    extraction_mode = serializers.ChoiceField(["deterministic", "llm"], help_text=(
+        "what wrote it: the LLM (when one is configured) or the rules (without one, or when it failed); "
+        "a skill is always the rules' summary of its cases"))
     steps = serializers.ListField(child=serializers.CharField(), help_text="the approach, in order")
     task = serializers.CharField(required=False, help_text="a case: the request it worked on")
     outcome = serializers.CharField(required=False, allow_blank=True, help_text="a case: how it ended")
