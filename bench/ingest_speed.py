@@ -38,8 +38,8 @@ def cpu() -> float:
 
 def stages(repeat: int) -> dict:
     from ingest.chunking import chunk_document
-    from ingest.extraction import deterministic_extractor
-    from ingest.extraction.base import ExtractionUnit, Passage
+    from extraction import deterministic_extractor
+    from extraction.base import ExtractionUnit, Passage
     from ingest.parsing.dispatch import parse_file
 
     extractor = deterministic_extractor()

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "tenants",
     "memory",
     "ingest",
+    "conversations",
     "entities",
     "retrieval",
     "webhooks",
@@ -279,9 +280,10 @@ LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=
 # How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
 # answer, with backoff, before the document fails with a reason naming it.
 LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
-# The reflection pass over conversation memory (ingest.tasks.reflect_memories): how often `up`'s clock
-# (ingest/reflection_timer.py) and Celery beat, where one runs, queue it (daily; 0: never, and
-# `manage.py reflect` runs it by hand) and the seconds one pass may take.
+# The reflection pass over conversation memory (conversations/tasks.py, the task still registered as
+# ingest.tasks.reflect_memories): how often `up`'s clock (conversations/reflection_timer.py) and
+# Celery beat, where one runs, queue it (daily; 0: never, and `manage.py reflect` runs it by hand)
+# and the seconds one pass may take.
 LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 86400.0, minimum=0.0)
 LOCI_REFLECT_BUDGET_SECONDS = env_float("LOCI_REFLECT_BUDGET_SECONDS", 120.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = ({"reflect-memories": {"task": "ingest.tasks.reflect_memories",

@@ -15,7 +15,7 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("memory.api.urls")),
     path("api/v1/", include("ingest.api.urls")),
-    path("api/v1/", include("ingest.api.memory_urls")),
+    path("api/v1/", include("conversations.api.urls")),
     path("api/v1/", include("retrieval.api.urls")),
     path("api/v1/", include("webhooks.api.urls")),
     path("api/v1/", include("portability.api.urls")),

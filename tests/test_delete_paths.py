@@ -20,7 +20,7 @@ from django.db import transaction
 from django.test import Client
 
 from ingest.actions import ingest_document
-from ingest.conversation.actions import accumulate_messages, flush_session
+from conversations.actions import accumulate_messages, flush_session
 from ingest.tasks import run_inline
 from memory.models import Chunk, Document, Memory, Message
 from retrieval import projection, token_vectors

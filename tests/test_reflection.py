@@ -10,7 +10,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from ingest.tasks import reflect_memories
+from conversations.tasks import reflect_memories
+from loci.celery import app
 from memory.models import Memory, MemoryHistory
 from retrieval.projection import index_memories
 from tests.conftest import api_client
@@ -109,6 +110,10 @@ def test_the_worker_task_runs_a_bounded_pass(remembered):
     assert reflect_memories(budget_seconds=60.0)["complete"] is True
 
 
+def test_the_task_keeps_the_name_beat_schedules_and_queued_messages_use():
+    # It moved from ingest.tasks to conversations.tasks; a message queued before the move names the old path.
+    assert reflect_memories.name == "ingest.tasks.reflect_memories"
+    assert app.tasks["ingest.tasks.reflect_memories"].run is reflect_memories.run
 
 def test_up_s_clock_queues_the_pass_every_interval():
     """`up` queues the reflection task every LOCI_REFLECT_INTERVAL_SECONDS (no Celery beat needed), the first
@@ -116,7 +121,7 @@ def test_up_s_clock_queues_the_pass_every_interval():
     import threading
     import time
 
-    from ingest import reflection_timer
+    from conversations import reflection_timer
 
     assert reflection_timer.start(interval=0) is None
     ticks, stop = [], threading.Event()

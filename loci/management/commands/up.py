@@ -8,7 +8,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest import reflection_timer, worker_liveness
+from conversations import reflection_timer
+from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
 from loci import metrics
 from loci.backends import DEFAULT_ALIAS, vector_indexes
