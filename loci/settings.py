@@ -114,6 +114,10 @@ LOCI_RATE_LIMITS = {
     "user": env_rate("LOCI_RATE_LIMIT_USER", "600/min"),
     "search": env_rate("LOCI_RATE_LIMIT_SEARCH", "120/min"),
 }
+# CPU seconds one API key's (or user's) searches may use per minute (tenants.rate_limits.SearchCpuThrottle;
+# 0: off): the request rate counts searches, this what they cost. 30 is a quarter of a 2-core server's minute;
+# a typical hybrid search uses 0.03-0.1 CPU-s, the costliest the caps allow ~0.3 (bench/RESULTS.md).
+LOCI_SEARCH_CPU_PER_MINUTE = env_float("LOCI_SEARCH_CPU_PER_MINUTE", 30.0, minimum=0.0)
 LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
 
 # The throttle's counters must be seen by every web process: files under var/ serve the processes of
@@ -214,7 +218,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "loci.pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle",
+                                 "tenants.rate_limits.SearchCpuThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
         "loci.json_parser.StrictJSONParser",

@@ -187,6 +187,9 @@ class QueryEchoSerializer(serializers.Serializer):
     llm = serializers.BooleanField(help_text="whether an LLM is configured")
     notes = serializers.ListField(child=serializers.CharField())
     took_ms = serializers.FloatField()
+    cpu_ms = serializers.FloatField(help_text=(
+        "CPU time the search used (its request thread and index calls, the query embedding apart): what "
+        "SEARCH_CPU_BUDGET_SECONDS bounds and LOCI_SEARCH_CPU_PER_MINUTE counts"))
     weak = serializers.BooleanField(help_text="true when no item reaches min_relevance: nothing answers well")
     min_relevance = serializers.FloatField(help_text="the floor below which items are left out (MRAG_MIN_RELEVANCE)")
     below_floor = serializers.IntegerField(help_text="how many items the floor left out")

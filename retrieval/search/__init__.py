@@ -75,7 +75,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     limit = req.limit
     if late_interaction.applies(req.query, req.method):  # the stage reorders a wider candidate list
         req = replace(req, top_k=late_interaction.candidates(limit))
-    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
+    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         run = Run.start(scope, req)
         notes = []
         if req.method == "agentic":
@@ -88,6 +88,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
         add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
         response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+    cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
@@ -121,6 +122,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         "min_relevance": floor,
         "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
+        "cpu_ms": round(cpu_seconds * 1000, 1),
     }
     if req.query != asked:
         response["query"]["searched_as"] = req.query

@@ -1299,6 +1299,11 @@ export interface components {
             notes: string[];
             /** Format: double */
             took_ms: number;
+            /**
+             * Format: double
+             * @description CPU time the search used (its request thread and index calls, the query embedding apart): what SEARCH_CPU_BUDGET_SECONDS bounds and LOCI_SEARCH_CPU_PER_MINUTE counts
+             */
+            cpu_ms: number;
             /** @description true when no item reaches min_relevance: nothing answers well */
             weak: boolean;
             /**
