@@ -75,6 +75,11 @@ def main(argv=None):
             table.setdefault(f"search, {method}", {})[label] = [cpu(lambda q=q, m=method: search(
                 scope, parse_search_request({"query": q, "method": m}))) for q in queries]
         forget_queries()
+        table.setdefault("search, hybrid, + 1,000 document ids (the costliest allowed)", {})[label] = [
+            cpu(lambda q=q: search(scope, parse_search_request(
+                {"query": q, "method": "hybrid", "filters": {"document_id": list(range(1, 1001))}})))
+            for q in queries]
+        forget_queries()
         table.setdefault("query embedding", {})[label] = [cpu(lambda q=q: embedder().embed_query(q)) for q in queries]
     table["jieba + stems (index_terms)"] = {"first window (now)": [cpu(lambda q=q: index_terms(q)) for q in queries]}
     table["keyword engine call"] = {"first window (now)": [cpu(lambda q=q: keyword_index().search(q, flt, 10))
