@@ -88,7 +88,7 @@ def case_prompt(messages: list[Message]) -> list[dict]:
 
 def llm_case(messages: list[Message], rules: Case) -> Case | None:
     """The model's case for a MemCell the rules found to be one; None when the model failed."""
-    from loci.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
+    from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
     try:
         reply = complete_json(case_prompt(messages), schema_check=check_case_reply)

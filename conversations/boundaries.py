@@ -179,7 +179,7 @@ class LlmBoundaryDetector:
         self.attempts = attempts
 
     def detect(self, turns: list[Turn]) -> BoundaryDecision:
-        from loci.llm import LlmError, complete_json
+        from common.llm import LlmError, complete_json
 
         messages = [
             {"role": "system", "content": BOUNDARY_SYSTEM_PROMPT},

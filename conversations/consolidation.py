@@ -184,7 +184,7 @@ Reply with only a JSON object: {{"superseded": [{{"new": <number>, "old": [<lett
 
 
 def _llm_supersedes(texts, plans: list[FactPlan], similar_for: dict[int, list[Memory]]) -> None:
-    from loci.llm import complete_json
+    from common.llm import complete_json
 
     olds: dict[str, Memory] = {}
     for memories in similar_for.values():

@@ -79,7 +79,7 @@ def profile_prompt(facts: list[tuple[str, str]], current: list[dict]) -> list[di
 
 def llm_profile_items(facts: list[tuple[str, str]], current: list[dict]) -> list[ProposedItem] | None:
     """The model's profile items for these new facts; None when the model failed (the caller uses the rules)."""
-    from loci.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
+    from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
     if not facts:
         return []

@@ -274,7 +274,7 @@ def check_foresight_reply(obj: dict) -> None:
 
 def llm_foresight(passages: list[Passage]) -> list[ForesightItem] | None:
     """The model's foresight for a MemCell; None when the model failed (the caller keeps the rules' items)."""
-    from loci.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
+    from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
     usable = [p for p in passages if p.text and p.text.strip() and p.timestamp]
     if not usable:

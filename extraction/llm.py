@@ -42,7 +42,7 @@ class LlmExtractor:
         self.fallback = fallback or DeterministicExtractor()
 
     def extract(self, unit: ExtractionUnit) -> ExtractedEpisode:
-        from loci.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
+        from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
         passages = [p for p in unit.passages if p.text and p.text.strip()]
         if not passages:

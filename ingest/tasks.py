@@ -14,7 +14,7 @@ from ingest.engine_errors import outage_of
 from extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
 from ingest.parsing.base import ParseError
-from loci import metrics
+from common import metrics
 from memory import stage_times
 from memory.models import ClaimLost, Document, DocumentGone
 

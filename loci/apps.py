@@ -1,8 +1,8 @@
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
-from loci import sql_in
-from loci.sqlite import use_wal
+from common import sql_in
+from common.sqlite import use_wal
 
 
 def _sqlite_in_wal(sender, connection, **kwargs) -> None:

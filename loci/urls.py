@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
-from loci import health, metrics
+from common import metrics
+from loci import health
 from loci.schema_view import SchemaView
 
 urlpatterns = [
@@ -22,7 +23,7 @@ urlpatterns = [
     path("", include("console.urls")),
 ]
 
-# JSON under /api/, Django's pages elsewhere (loci/api_errors.py).
-handler400 = "loci.api_errors.bad_request"
-handler404 = "loci.api_errors.not_found"
-handler500 = "loci.api_errors.server_error"
+# JSON under /api/, Django's pages elsewhere (common/api_errors.py).
+handler400 = "common.api_errors.bad_request"
+handler404 = "common.api_errors.not_found"
+handler500 = "common.api_errors.server_error"

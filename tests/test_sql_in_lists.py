@@ -2,7 +2,7 @@
 
 SQLite builds before 3.32 allow 999 bound parameters per statement, modern ones 32,766 (Debian's
 250,000); PostgreSQL's protocol 65,535. Every ORM `__in` over a long list of values goes to the
-database as one parameter (loci/sql_in.py), so no list — a tenant's 1,100 knowledge bases, a search's
+database as one parameter (common/sql_in.py), so no list — a tenant's 1,100 knowledge bases, a search's
 1,000 document ids, a cluster's cases, a user's memories — meets the limit. The tests lower this
 connection's limit to the old 999 and ask for what lists more than that.
 """

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from conversations.api import memory_history
 from conversations import actions
-from loci.pagination import StrictPageNumberPagination
+from common.pagination import StrictPageNumberPagination
 from memory import curation
 from memory.models import Memory
 from memory.user_metadata import MetadataError, clean_user_metadata

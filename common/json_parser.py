@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from loci.api_errors import PayloadTooLarge, json_too_large_message
+from common.api_errors import PayloadTooLarge, json_too_large_message
 
 # No API body nests deeper than a handful of levels (search filters: 3); 32 leaves room for client
 # metadata and stays far below the depth at which recursive code (json itself, rendering) overflows.

@@ -11,7 +11,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
-from retrieval.fusion import blend
+from retrieval.search.scoring import blend
 
 
 @dataclass

@@ -29,7 +29,7 @@ def _check(payload):
 
 def agentic_search(run) -> tuple[dict, list[str]]:
     """Returns (response, notes); with no LLM, or when it fails, the answer is hybrid's and a note says so."""
-    from loci.llm import LlmError, complete_json, llm_client
+    from common.llm import LlmError, complete_json, llm_client
 
     first = run.hybrid()
     if llm_client() is None:

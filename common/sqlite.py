@@ -41,3 +41,8 @@ def transaction(conn: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Ite
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's "not now": another connection held the lock past busy_timeout."""
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))

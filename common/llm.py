@@ -24,7 +24,7 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
-from loci.backends import DEFAULT_ALIAS, llm_clients
+from common.backends import DEFAULT_ALIAS, llm_clients
 
 logger = logging.getLogger(__name__)
 
