@@ -10,10 +10,10 @@ Texts are batched by length: windows are sorted by token count and cut into batc
 budget, so a batch pads little and one long text never makes every short one pay for its length.
 """
 
-import threading
 
 import numpy as np
 
+from common.once import once
 from retrieval.embeddings import e5_convert
 from retrieval.embeddings.base import check_texts, empty, normalise_rows
 from retrieval.embeddings.e5 import _clean, available_cores
@@ -26,8 +26,6 @@ QUERY_WINDOWS = 1  # windows of a query that are embedded: see embed_query
 # batch x 12 heads x tokens^2 floats (8 windows of 512 tokens: 100 MB); measured in bench/embedder_speed.py.
 TOKEN_BUDGET = 4096
 
-_runtimes: dict[tuple, "_Runtime"] = {}
-_runtimes_lock = threading.Lock()
 
 
 class _Runtime:
@@ -115,22 +113,15 @@ def load_runtime(source: str, var_dir: str, sha256: str, precision: str, threads
                  models_dir: str | None = None) -> _Runtime:
     # By the model files' directory: var dirs that share LOCI_MODELS_DIR share one loaded model.
     key = (source, str(models_dir or var_dir), precision, threads)
-    with _runtimes_lock:
-        if key not in _runtimes:
-            directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
-            _runtimes[key] = _Runtime(source, str(directory / f"model.{precision}.onnx"), threads)
-        return _runtimes[key]
+    def load() -> _Runtime:
+        directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
+        return _Runtime(source, str(directory / f"model.{precision}.onnx"), threads)
 
-
-_sha_lock = threading.Lock()
-_sha: dict[str, str] = {}
+    return once(("retrieval.embeddings.e5_onnx", "runtime", *key), load)
 
 
 def _source_sha256(path: str) -> str:
-    with _sha_lock:
-        if path not in _sha:
-            _sha[path] = e5_convert.file_sha256(path)
-        return _sha[path]
+    return once(("retrieval.embeddings.e5_onnx", "sha256", path), lambda: e5_convert.file_sha256(path))
 
 
 class E5SmallOnnxEmbedder:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from common.once import once
 from retrieval import builds
 from retrieval.backends import cpu_deadline, keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
@@ -33,8 +34,6 @@ ENGINE_NAMES = {"embedder": "the embedding model", "vector": "the vector index",
 # Threads per engine. Milvus Lite answers one search at a time, so more vector threads only queue
 # there; the keyword index and the embedder release the GIL in C.
 _POOL_SIZES = {"embedder": 4, "vector": 8, "keyword": 8}
-_pools: dict[str, ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
 
 
 class EngineError(Exception):
@@ -131,10 +130,8 @@ def _metered(engine: str, fn):
 
 
 def _pool(engine: str) -> ThreadPoolExecutor:
-    with _pools_lock:
-        if engine not in _pools:
-            _pools[engine] = ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}")
-        return _pools[engine]
+    return once(("retrieval.search.engines", "pool", engine),
+                lambda: ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}"))
 
 
 @dataclass
