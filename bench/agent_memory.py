@@ -41,7 +41,7 @@ USER = "u-bench"
 
 
 def post(scope, kb, session, turns, *, start, agent_id="", group_id="", user_id=USER):
-    from ingest.conversation.actions import accumulate_messages, flush_session
+    from conversations.actions import accumulate_messages, flush_session
 
     messages = [{"message_id": f"{session}-{i}", "role": role, "sender_name": sender, "sender_id": sender,
                  "content": text, "timestamp": start + timedelta(minutes=i)}
@@ -60,7 +60,7 @@ def search(scope, query, filters, memory_types):
 
 
 def main() -> int:
-    from ingest.conversation.skills import record_feedback
+    from conversations.skills import record_feedback
     from memory.models import CaseCluster, Memory
     from tenants.access import Scope
     from tenants.models import KnowledgeBase, Tenant
@@ -144,6 +144,11 @@ def main() -> int:
         else:
             wanted = str(matched[answer[1]].pk) if answer[1] in matched else None
         rows.append({"q": question, "kind": answer[0], "hit": bool(items) and items[0]["id"] == wanted})
+        # The same question judged on the one order across every kind (facts, episodes, profiles too).
+        first = min((it for key in ("facts", "episodes", "chunks", "agent_memory", "profiles") for it in body.get(key, [])),
+                    key=lambda it: it.get("rank", 99), default=None)
+        rows.append({"q": question, "kind": f"{answer[0]} (rank 1 of every kind)",
+                     "hit": first is not None and first["id"] == wanted})
     by_kind: dict[str, list[bool]] = {}
     for row in rows:
         by_kind.setdefault(row["kind"], []).append(row["hit"])

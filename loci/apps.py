@@ -1,7 +1,8 @@
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
-from loci.sqlite import use_wal
+from common import sql_in
+from common.sqlite import use_wal
 
 
 def _sqlite_in_wal(sender, connection, **kwargs) -> None:
@@ -15,3 +16,4 @@ class LociConfig(AppConfig):
 
     def ready(self) -> None:
         connection_created.connect(_sqlite_in_wal, dispatch_uid="loci.sqlite_in_wal")
+        sql_in.install()  # a long `__in` list is one parameter: no "too many SQL variables"

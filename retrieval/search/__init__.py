@@ -3,10 +3,11 @@
 Where each part lives:
 - `engines`  — the engine calls: leaf tasks with deadlines, joined in the request thread;
 - `flat`     — the keyword and vector methods;
-- `hybrid`   — the five mRAG stages, each a function named for it;
+- `hybrid`   — the five mRAG stages, each a function named for it (the expander: `mrag`);
+- `scoring`  — how hybrid scores an episode, a fact and its relevance: the whole formula, then its terms;
 - `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
 - `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
-- retrieval.agentic — agentic search, over `Run.hybrid`.
+- `agentic`  — agentic search, over `Run.hybrid`.
 """
 
 import time
@@ -14,10 +15,10 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from loci import metrics
-from loci.dates import resolve_relative_dates
+from common import metrics
+from common.dates import resolve_relative_dates
 from retrieval import results, warmup
-from retrieval.agentic import agentic_search
+from retrieval.search.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
@@ -75,7 +76,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     limit = req.limit
     if late_interaction.applies(req.query, req.method):  # the stage reorders a wider candidate list
         req = replace(req, top_k=late_interaction.candidates(limit))
-    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
+    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         run = Run.start(scope, req)
         notes = []
         if req.method == "agentic":
@@ -87,6 +88,10 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             late_interaction.rescore(req.query, response, limit)
         if multilingual.applies(method_used):  # Chinese and cross-language items, before the floor reads them
             multilingual.rescore(req.query, response)
+        # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
+        add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+        response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+    cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
@@ -104,8 +109,6 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
-    add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-    response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
     if req.filters.get("participant"):
         prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
@@ -122,6 +125,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         "min_relevance": floor,
         "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
+        "cpu_ms": round(cpu_seconds * 1000, 1),
     }
     if req.query != asked:
         response["query"]["searched_as"] = req.query
