@@ -1,9 +1,9 @@
 """Relevance a user can trust, in Chinese and across languages: over a small Chinese chat memory, a
 question it answers (in Chinese, or in English) finds its memory, and Chinese nonsense, an off-topic
 Chinese question, or English nonsense whose nearest items are Chinese get "nothing answers this
-well" (query.weak, no items). The multilingual stage's calibrated relevance separates them
-(retrieval/search/multilingual.py; hybrid alone scores such noise over the floor: bench/RESULTS.md,
-"e5x-rerank v1"). The English half is tests/test_relevance_floor.py.
+well" (query.weak, no items). The multilingual stage's calibrated relevance is meant to separate them
+(retrieval/search/multilingual.py); it does not yet (marked below; bench/RESULTS.md, "e5x-rerank v1").
+The English half is tests/test_relevance_floor.py.
 """
 
 from datetime import datetime, timezone
@@ -67,6 +67,10 @@ def test_a_chinese_question_the_memory_answers_finds_it(memory, query):
     assert ANSWERED[query] in " ".join(texts(response)[:3]), (best(response), texts(response)[:3])
 
 
+# Not solved (bench/RESULTS.md, "e5x-rerank v1"): with the stage's map not fitted (it ships as
+# hybrid's own relevance, A=1, B=0, C=0) hybrid scores these 0.022-0.038, over the 0.01 floor, as the
+# answers score. Strict: the day a fitted map separates them, this fails and the marker goes.
+@pytest.mark.xfail(strict=True, reason="the multilingual stage's map is not fitted yet; hybrid alone scores noise over the floor")
 @pytest.mark.parametrize("query", NOT_ANSWERED)
 def test_chinese_nonsense_and_off_topic_questions_get_nothing_answers_well(memory, query):
     response = hybrid(memory, query)
