@@ -496,6 +496,10 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
 SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
+# Hybrid: a fact whose source messages the facts above it already cite has its relevance × this, so a
+# list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
+# hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
+SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
 # Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
 # it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
 # and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
