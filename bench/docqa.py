@@ -121,6 +121,7 @@ def main(argv=None):
     logging.disable(logging.WARNING)
 
     from django.db import transaction
+    from django.test import override_settings
 
     from bench.flat import FlatBM25, dense_top
     from bench.harness import make_scope
@@ -161,13 +162,15 @@ def main(argv=None):
 
     cpu_ms = {}
     for method in args.methods.split(","):
-        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
-        base, _, stage = method.partition("+")
+        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL);
+        # "+late": with the late-interaction stage (SEARCH_LATE_INTERACTION), off in every other method.
+        base, *stages = method.split("+")
         spent = time.process_time()
         for q in questions:
-            response = search(scope, parse_search_request({"query": q["question"], "method": base,
-                                                          "top_k": args.top_k, "rerank": stage == "rerank",
-                                                          "memory_types": args.memory_types.split(",")}))
+            with override_settings(SEARCH_LATE_INTERACTION="late" in stages):
+                response = search(scope, parse_search_request({"query": q["question"], "method": base,
+                                                              "top_k": args.top_k, "rerank": "rerank" in stages,
+                                                              "memory_types": args.memory_types.split(",")}))
             items = merged_items(response)
             score(method, q, [(item_text(it), item_documents(it)) for it in items],
                   [f"{kind_of(it)} {it['score']:.3f}" for it in items])

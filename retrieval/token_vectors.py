@@ -305,7 +305,7 @@ def reconcile(expected: dict[str, IndexRow], tenant_id: int, *, repair: bool) ->
         else:
             stale_pks.append(pk)  # another model, an edited text, or a source no longer wanted
     missing = sorted(want.keys() - present.keys())
-    report = {"expected": len(want), "missing": len(missing), "stale": len(stale_pks),
+    report = {"model": name, "expected": len(want), "missing": len(missing), "stale": len(stale_pks),
               "sample_missing": missing[:5]}
     if repair:
         TokenVectors.objects.filter(pk__in=stale_pks).delete()
