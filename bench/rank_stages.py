@@ -149,6 +149,53 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
         close_stack(var, True)
 
 
+def ingest_cost(path: Path, indices: list[int], projection_on: bool) -> dict:
+    """Ingestion CPU of these conversations on a fresh stack (cold embedding cache), the projection on or
+    off; with it on, also what encoding every English fact and episode (the earlier form) would add."""
+    import os
+
+    os.environ["SEARCH_LATE_INTERACTION"] = "1" if projection_on else "0"
+    from bench.harness import api_client, close_stack, conversation_stack
+    from bench.locomo import ingest, load
+
+    var = conversation_stack(None)
+    try:
+        from memory.models import Memory
+
+        from retrieval import projection, token_vectors
+        from retrieval.relevance import script
+
+        cpu = defaultdict(float)
+        original = projection.token_vectors.write
+
+        def timed_write(rows):
+            started = time.process_time()
+            try:
+                return original(rows)
+            finally:
+                cpu["token_vectors"] += time.process_time() - started
+
+        projection.token_vectors.write = timed_write
+        client = api_client()
+        stats = defaultdict(float)
+        for conv in load(path, indices):
+            started = time.process_time()
+            ingest(client, conv, stats)
+            cpu["ingest_total"] += time.process_time() - started
+        report = {"projection": projection_on, "messages": stats["messages"], "load": os.getloadavg(),
+                  **{k: round(v, 1) for k, v in cpu.items()}}
+        if projection_on:
+            texts = [t for t in Memory.objects.filter(kind__in=("atomic_fact", "episode"), status="active")
+                     .values_list("text", flat=True) if script(t) == "latin"]
+            started = time.process_time()
+            token_vectors.model().encode_documents(texts)
+            report["earlier form: encoding every fact and episode"] = round(time.process_time() - started, 1)
+            report["facts and episodes"] = len(texts)
+        return report
+    finally:
+        close_stack(var, False)
+
+
 # --- replay
 
 def message_ids(items: list[dict], key) -> list[str]:
@@ -186,16 +233,42 @@ def ranked_by(row: dict, variant: str, w) -> list[str]:
     if form == "li_both":
         return message_ids(items, lambda i: _logit(base[i]) + w[0] * items[i]["li_turn"] + w[1] * items[i]["li_text"])
     if form.startswith("ce_"):  # after li_turn (weight w[0]), the cross-encoder reorders the first CE_HEAD
-        feature = form
         w_li, w_ce = w
         li = [_logit(base[i]) + w_li * items[i]["li_turn"] for i in range(len(items))]
         head = set(sorted(range(len(items)), key=lambda i: -li[i])[:CE_HEAD])
-        return message_ids(items, lambda i: (1e6 + li[i] + w_ce * items[i].get(feature, items[i].get("ce_text", 0.0)))
-                           if i in head and "ce_text" in items[i] else li[i])
+        for i in head:  # the collect scored the first of two other orders: the rest of this head now
+            fill_ce(row, items[i])
+        return message_ids(items, lambda i: (1e6 + li[i] + w_ce * items[i][form]) if i in head else li[i])
     raise ValueError(variant)
 
 
 CE_HEAD = 10  # items the cross-encoder reorders after late interaction
+_turn_texts: dict[str, str] = {}
+
+
+def fill_ce(row: dict, item: dict) -> None:
+    """The cross-encoder's logits of an item the collect did not score (its text; a fact's source turns)."""
+    if "ce_text" in item and "ce_turn" in item:
+        return
+    from retrieval import cross_encoder
+
+    from bench.locomo import DEFAULT_PATH, load
+
+    if not _turn_texts:
+        import json as _json
+
+        for conv in load(DEFAULT_PATH, list(range(len(_json.loads(DEFAULT_PATH.read_text()))))):
+            for session in conv["sessions"]:
+                for t in session["turns"]:
+                    _turn_texts[f"{conv['index']}|{t['dia_id']}"] = f"{t['speaker']}: {t['text']}"
+    ce = cross_encoder.model(threads=1)
+    if "ce_text" not in item:
+        item["ce_text"] = ce.score(row["question"], [item["text"]])[0]
+    if "ce_turn" not in item:
+        conv = row.get("source_conv", row["conv"])
+        turns = [_turn_texts[f"{conv}|{m}"] for m in item["ids"] if f"{conv}|{m}" in _turn_texts]
+        item["ce_turn"] = max(ce.score(row["question"], turns)) if turns and item.get("kind") == "facts" \
+            else item["ce_text"]
 LI_W = [2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0]
 WEIGHTS = {
     "off@30": [0.0], "off@50": [0.0], "off@100": [0.0],
@@ -300,7 +373,7 @@ def replay(path: Path, by_question: bool = False) -> dict:
     data = json.loads(path.read_text())
     rows = data["rows"]
     if by_question:
-        rows = [{**row, "conv": n % 2} for n, row in enumerate(rows)]
+        rows = [{**row, "conv": n % 2, "source_conv": row["conv"]} for n, row in enumerate(rows)]
     convs = sorted({r["conv"] for r in rows})
     folds = [([c for c in convs if c % 2 == 0], [c for c in convs if c % 2 == 1]),
              ([c for c in convs if c % 2 == 1], [c for c in convs if c % 2 == 0])]
@@ -352,9 +425,13 @@ def main(argv=None) -> int:
     parser.add_argument("--reuse", help="a var dir whose conversations are ingested: only search and score")
     parser.add_argument("--cpu-budget", type=float, default=0.0, help="stop scoring after this many CPU seconds")
     parser.add_argument("--no-ce", action="store_true", help="skip the cross-encoder")
+    parser.add_argument("--ingest-cost", choices=("on", "off"), help="ingestion CPU, projection on or off")
     parser.add_argument("--candidates", type=int, default=CANDIDATES, help="items hybrid is asked for (max 100)")
     parser.add_argument("--ce-top", type=int, default=CE_TOP, help="items of each order the cross-encoder scores")
     args = parser.parse_args(argv)
+    if args.ingest_cost:
+        print(json.dumps(ingest_cost(Path(args.path), [int(i) for i in args.convs.split(",")],
+                                     args.ingest_cost == "on")))
     if args.collect:
         CE_TOP = 0 if args.no_ce else args.ce_top
         CANDIDATES = args.candidates
