@@ -269,14 +269,14 @@ def fill_ce(row: dict, item: dict) -> None:
         turns = [_turn_texts[f"{conv}|{m}"] for m in item["ids"] if f"{conv}|{m}" in _turn_texts]
         item["ce_turn"] = max(ce.score(row["question"], turns)) if turns and item.get("kind") == "facts" \
             else item["ce_text"]
-LI_W = [2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0]
+LI_W = [1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0]
 WEIGHTS = {
     "off@30": [0.0], "off@50": [0.0], "off@100": [0.0],
     "li_text@30": LI_W, "li_turn@30": LI_W, "li_turn@50": LI_W, "li_turn@100": LI_W, "li_text@100": LI_W,
-    "li_both@30": [(a, b) for a in (5.0, 10.0, 20.0) for b in (0.0, 5.0, 10.0, 20.0)],
-    "li_channel@30": [(a, c) for a in (10.0, 20.0) for c in (0.1, 0.25, 0.5, 1.0)],
-    "ce_text@30": [(a, c) for a in (10.0, 20.0) for c in (0.0, 0.25, 0.5, 1.0, 2.0, 5.0)],
-    "ce_turn@30": [(a, c) for a in (10.0, 20.0) for c in (0.0, 0.25, 0.5, 1.0, 2.0, 5.0)],
+    "li_both@30": [(a, b) for a in (3.0, 5.0, 10.0) for b in (0.0, 2.0, 5.0, 10.0)],
+    "li_channel@30": [(a, c) for a in (3.0, 5.0, 10.0) for c in (0.05, 0.1, 0.25, 0.5)],
+    "ce_text@30": [(a, c) for a in (3.0, 5.0, 10.0) for c in (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)],
+    "ce_turn@30": [(a, c) for a in (3.0, 5.0, 10.0) for c in (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)],
 }
 
 
@@ -364,6 +364,26 @@ def fit_map(rows, feature: str = "li_text", pool: int = 30) -> tuple[float, floa
     return float(w[0]), float(w[1]), float(w[2])
 
 
+def fit_platt(rows, feature: str, w: float, pool: int = 30) -> tuple[float, float, float]:
+    """The map with its order fixed at logit(relevance) + w·feature (w chosen for R@10): P = σ(s·(that) + c)
+    fitted by logistic regression, returned as (a, b, c) = (s, s·w, c) of SEARCH_LATE_INTERACTION_MAP."""
+    x, y = [], []
+    for r in rows:
+        evidence = set(r["evidence"])
+        for it in sorted(r["items"], key=lambda it: -it["score"])[:pool]:
+            x.append((_logit(it["score"]) + w * it[feature], 1.0))
+            y.append(1.0 if evidence & set(it["ids"]) else 0.0)
+    X, Y = np.asarray(x), np.asarray(y)
+    v = np.zeros(2)
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-X @ v))
+        step = np.linalg.solve((X * (p * (1 - p))[:, None]).T @ X + 1e-6 * np.eye(2), X.T @ (Y - p))
+        v += step
+        if np.abs(step).max() < 1e-9:
+            break
+    return float(v[0]), float(v[0] * w), float(v[1])
+
+
 def mean_recall(rows, variant, w, k=10) -> float:
     return float(np.mean([recall(ranked_by(r, variant, w), r["evidence"], k) for r in rows])) if rows else 0.0
 
@@ -407,6 +427,8 @@ def replay(path: Path, by_question: bool = False) -> dict:
         for n, (dev, _) in enumerate(folds):
             maps[f"fold {n} dev {dev}"] = fit_map([r for r in rows if r["conv"] in dev], feature)
         report["map"][feature] = {k: [round(v, 4) for v in m] for k, m in maps.items()}
+    report["map, order fixed"] = {f"li_turn w={w}": [round(v, 4) for v in fit_platt(rows, "li_turn", w)]
+                                  for w in (2.0, 3.0, 5.0, 7.0)}
     report["flat-colbert R@10"] = round(float(np.mean([recall(r["flat_colbert"], r["evidence"]) for r in rows])), 4)
     return report
 

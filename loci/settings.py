@@ -500,12 +500,15 @@ SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES
 # list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
 # hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
 SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
-# Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
-# it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
-# and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
-                               env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
-                               env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
+# MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, the R@10
+# plateau 3–7 on LoCoMo conversations 0–2, weights chosen per fold of conversations), then scale and
+# bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
+# cites an evidence turn): `bench.rank_stages --replay`, "map, order fixed". Under it
+# MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions
+# (tests/test_relevance_floor.py).
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 3.2638),
+                               env_float("SEARCH_LATE_INTERACTION_B", 16.3191),
+                               env_float("SEARCH_LATE_INTERACTION_C", -5.6164))
 
 # --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
