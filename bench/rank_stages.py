@@ -54,12 +54,12 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
 
         from memory.models import Memory
 
-        from retrieval import colbert, cross_encoder, projection
+        from retrieval import colbert, cross_encoder, token_vectors
 
         # One thread each, as the projection and the rerank slot run them: CPU per text is what is measured.
         li, ce = colbert.model(threads=1), cross_encoder.model(threads=1)
         cpu = defaultdict(float)
-        original = projection.token_vectors.write
+        original = token_vectors.write
 
         def timed_write(rows):
             started = time.process_time()
@@ -68,7 +68,7 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
             finally:
                 cpu["ingest_token_vectors"] += time.process_time() - started
 
-        projection.token_vectors.write = timed_write
+        token_vectors.write = timed_write
         client = api_client()
         stats = defaultdict(float)
         rows = []
@@ -162,11 +162,11 @@ def ingest_cost(path: Path, indices: list[int], projection_on: bool) -> dict:
     try:
         from memory.models import Memory
 
-        from retrieval import projection, token_vectors
+        from retrieval import token_vectors
         from retrieval.relevance import script
 
         cpu = defaultdict(float)
-        original = projection.token_vectors.write
+        original = token_vectors.write
 
         def timed_write(rows):
             started = time.process_time()
@@ -175,7 +175,7 @@ def ingest_cost(path: Path, indices: list[int], projection_on: bool) -> dict:
             finally:
                 cpu["token_vectors"] += time.process_time() - started
 
-        projection.token_vectors.write = timed_write
+        token_vectors.write = timed_write
         client = api_client()
         stats = defaultdict(float)
         for conv in load(path, indices):

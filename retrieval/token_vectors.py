@@ -1,7 +1,7 @@
 """The late-interaction projection: ColBERT token vectors (int8) of the sources memories are drawn from.
 
 A table of the relational database (retrieval.models.TokenVectors), written beside the vector and
-keyword rows (projection.write_rows), so it is exact across processes with no file to keep in step.
+keyword rows (projection/writes.py), so it is exact across processes with no file to keep in step.
 What is encoded is each **source** once: a chat message ("sender: content"), a document's child
 chunk, and only for a memory that cites neither (one made through the API) the memory's own text.
 A fact or an episode is then scored by the best of its sources (retrieval/search/late_interaction.py).
@@ -10,8 +10,8 @@ Encoding every fact and episode instead cost +52 % of LoCoMo ingestion CPU (fact
 scored better on multi-hop questions (bench/RESULTS.md, "Late interaction … session 9").
 
 - written when a memory or chunk row is indexed, only for English text (`script(text) == "latin"`);
-- deleted by every removal (projection._delete_everywhere passes its filter here: a KB, a
-  document, a user's or a session's rows) and by the foreign keys' cascade when the message,
+- deleted by every removal (projection/removal.py's delete_everywhere passes its filter here: a KB,
+  a document, a user's or a session's rows) and by the foreign keys' cascade when the message,
   memory, chunk, document, KB or tenant row goes;
 - rebuilt by `reindex` (a row whose text and model are unchanged is kept, not re-encoded), checked
   and repaired by `reconcile` (missing, stale text, another model, sources no longer wanted).
@@ -270,7 +270,7 @@ def _selecting(flt: IndexFilter) -> Q:
 
 
 def delete(flt: IndexFilter) -> None:
-    """Remove the vectors of the index rows `flt` selects (the removal filters of projection.py)."""
+    """Remove the vectors of the index rows `flt` selects (the removal filters of retrieval/projection/removal.py)."""
     TokenVectors.objects.filter(_selecting(flt)).delete()
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ingest.conversation.actions import accumulate_messages, flush_session
+from conversations.actions import accumulate_messages, flush_session
 from memory.curation import delete_memories_in_scope
 from memory.models import Memory, Message
 from retrieval import colbert, token_vectors
