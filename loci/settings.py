@@ -502,15 +502,15 @@ SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES
 # list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
 # hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
 SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
-# MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, the R@10
-# plateau 3–7 on LoCoMo conversations 0–2, weights chosen per fold of conversations), then scale and
-# bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
+# MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, inside the
+# R@10 plateau 2–7 on LoCoMo conversations 0–3, weights chosen per fold of conversations), then scale
+# and bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
 # cites an evidence turn): `bench.rank_stages --replay`, "map, order fixed". Under it
 # MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions
 # (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 3.2638),
-                               env_float("SEARCH_LATE_INTERACTION_B", 16.3191),
-                               env_float("SEARCH_LATE_INTERACTION_C", -5.6164))
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.5202),
+                               env_float("SEARCH_LATE_INTERACTION_B", 12.6011),
+                               env_float("SEARCH_LATE_INTERACTION_C", -5.1614))
 
 # --- Metrics (common/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
