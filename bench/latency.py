@@ -66,11 +66,14 @@ LATE = "hybrid+late-interaction"  # hybrid with the late-interaction stage on (i
 COVERAGE = "hybrid+coverage"  # hybrid with the coverage stage alone (SEARCH_COVERED_WEIGHT 0.5: a wider candidate list)
 BOTH = "hybrid+late-interaction+coverage"
 LATE_100 = "hybrid+late-interaction@100"  # the stage rescoring 100 candidates instead of 30
+LATE_20 = "hybrid+late-interaction@20"
 STAGES = {LATE: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0},
           COVERAGE: {"SEARCH_LATE_INTERACTION": False, "SEARCH_COVERED_WEIGHT": 0.5},
           BOTH: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 0.5},
           LATE_100: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0,
-                     "SEARCH_LATE_INTERACTION_CANDIDATES": 100}}
+                     "SEARCH_LATE_INTERACTION_CANDIDATES": 100},
+          LATE_20: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0,
+                    "SEARCH_LATE_INTERACTION_CANDIDATES": 20}}
 OFF = {"SEARCH_LATE_INTERACTION": False, "SEARCH_COVERED_WEIGHT": 1.0}  # every other method: the stages off
 
 
@@ -245,7 +248,7 @@ def _run(args):
         scope, kb = make_scope("latency", "latency")
         t0 = time.perf_counter()
         if not kept:
-            populate(size - total, picked, vectors, scope, kb, rng, token_vectors=bool({LATE, BOTH, LATE_100} & set(args.methods.split(","))))
+            populate(size - total, picked, vectors, scope, kb, rng, token_vectors=bool({LATE, BOTH, LATE_100, LATE_20} & set(args.methods.split(","))))
         total = size
         load_seconds = time.perf_counter() - t0
         measure(scope, qs[:20], args.methods.split(","))  # warm-up: jieba, model, page cache

@@ -272,7 +272,7 @@ def fill_ce(row: dict, item: dict) -> None:
 LI_W = [1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0]
 WEIGHTS = {
     "off@30": [0.0], "off@50": [0.0], "off@100": [0.0],
-    "li_text@30": LI_W, "li_turn@30": LI_W, "li_turn@50": LI_W, "li_turn@100": LI_W, "li_text@100": LI_W,
+    "li_turn@10": LI_W, "li_turn@20": LI_W, "li_text@30": LI_W, "li_turn@30": LI_W, "li_turn@50": LI_W, "li_turn@100": LI_W, "li_text@100": LI_W,
     "li_both@30": [(a, b) for a in (3.0, 5.0, 10.0) for b in (0.0, 2.0, 5.0, 10.0)],
     "li_channel@30": [(a, c) for a in (3.0, 5.0, 10.0) for c in (0.05, 0.1, 0.25, 0.5)],
     "ce_text@30": [(a, c) for a in (3.0, 5.0, 10.0) for c in (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)],
