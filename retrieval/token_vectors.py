@@ -2,14 +2,16 @@
 
 A table of the relational database (retrieval.models.TokenVectors), written beside the vector and
 keyword rows (projection/writes.py), so it is exact across processes with no file to keep in step.
-What is encoded is each **source** once: a chat message ("sender: content"), a document's child
-chunk, and only for a memory that cites neither (one made through the API) the memory's own text.
-A fact or an episode is then scored by the best of its sources (retrieval/search/late_interaction.py).
+What is encoded is each **source** once: a chat message ("sender: content"), and for a memory that
+cites none and has no document (one made through the API) the memory's own text. A fact or an
+episode is then scored by the best of its sources (retrieval/search/late_interaction.py); documents'
+chunks, facts and episodes are not (they lost on English documents) and keep hybrid's relevance.
 Encoding every fact and episode instead cost +52 % of LoCoMo ingestion CPU (facts and episodes are
 2.2 texts per message); a message is encoded once however many memories cite it, and its MaxSim
 scored better on multi-hop questions (bench/RESULTS.md, "Late interaction … session 9").
 
-- written when a memory or chunk row is indexed, only for English text (`script(text) == "latin"`);
+- written when a memory row is indexed, only for English text (`script(text) == "latin"`); rows of
+  chunks (written before session 9) are stale to reconcile and go with every delete path as before;
 - deleted by every removal (projection/removal.py's delete_everywhere passes its filter here: a KB,
   a document, a user's or a session's rows) and by the foreign keys' cascade when the message,
   memory, chunk, document, KB or tenant row goes;
@@ -80,10 +82,11 @@ def _key(memory_id, chunk_id, message_id) -> str:
 # --- sources
 
 def sources(memory_pks: Iterable[str]) -> dict[str, list[str]]:
-    """Each memory's source keys: its cited messages, else its child chunks; itself if it cites neither
-    and has no document (one made through the API). A document's memory whose chunks are gone has
-    none: it keeps hybrid's relevance. Three queries for any number of memories (the stage asks this
-    on every search)."""
+    """Each memory's source keys: its cited messages; itself if it cites none and has no document (one
+    made through the API). A document's memory has none and keeps hybrid's relevance: on English
+    documents MaxSim of chunks lost first items (a long chunk has a close token for every query token;
+    bench/RESULTS.md, "Late interaction by source messages … session 9"). Two queries for any number
+    of memories (the stage asks this on every search)."""
     memory_pks = list(memory_pks)
     out: dict[str, list[str]] = {}
     by_session: dict[tuple, set[str]] = defaultdict(set)
@@ -105,11 +108,6 @@ def sources(memory_pks: Iterable[str]) -> dict[str, list[str]]:
                  Message.objects.filter(q).values_list("pk", "kb_id", "user_id", "session_id", "message_id")}
         for pk, (where, ids) in cited.items():
             out[pk] = [f"message:{found[(*where, m)]}" for m in ids if (*where, m) in found]
-    through = Memory.source_chunks.through
-    for memory_id, chunk_id in through.objects.filter(
-            memory_id__in=[pk for pk, keys in out.items() if not keys],
-            chunk__level=Chunk.Level.CHILD).values_list("memory_id", "chunk_id"):
-        out[str(memory_id)].append(f"chunk:{chunk_id}")
     return {pk: keys or ([f"memory:{pk}"] if pk in own else []) for pk, keys in out.items()}
 
 
@@ -141,9 +139,8 @@ def _wanted_sources(rows: list[IndexRow]) -> dict[str, str]:
     out = {}
     for start in range(0, len(rows), LOOKUP_BATCH):  # a tenant's reconcile passes all its rows
         batch = rows[start:start + LOOKUP_BATCH]
-        keys = {r.id for r in batch if r.kind == "chunk"}
-        keys |= {k for ks in sources(_split(r.id)[1] for r in batch if r.id.startswith("memory:")).values()
-                 for k in ks}
+        keys = {k for ks in sources(_split(r.id)[1] for r in batch if r.id.startswith("memory:")).values()
+                for k in ks}
         out.update(texts(keys, {r.id: r.text for r in batch}))
     return {k: t for k, t in out.items() if script(t) == "latin"}
 

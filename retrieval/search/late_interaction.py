@@ -1,9 +1,9 @@
 """The late-interaction stage: hybrid's candidates rescored by ColBERT MaxSim of their English sources.
 
 Hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items (or the request's top_k if more); each
-item (fact, episode, chunk) of an English query gets the best MaxSim against the query
-(retrieval/colbert.py) of its English sources — a memory's cited messages (or child chunks; a
-memory citing neither, itself), a chunk itself — from the token vectors stored at ingestion
+fact and episode of an English query gets the best MaxSim against the query (retrieval/colbert.py)
+of its English sources — a memory's cited messages (a memory citing none and without a document,
+itself; documents' items have none: on English documents the stage lost) — from the token vectors stored at ingestion
 (retrieval/token_vectors.py; a source without stored vectors of the current model is encoded now,
 so a model change or a row not yet projected never leaves a hole), and a new calibrated relevance:
 
@@ -68,11 +68,10 @@ def rescore(query: str, response: dict) -> None:
 
 
 def source_keys(items: list[tuple[str, dict]]) -> list[list[str]]:
-    """Each item's sources in the projection (token_vectors.sources), a chunk itself."""
+    """Each item's sources in the projection (token_vectors.sources); a document's chunk has none."""
     memory_pks = [str(item["id"]) for key, item in items if KEY_OF[key] == "memory"]
     of_memory = token_vectors.sources(memory_pks) if memory_pks else {}
-    return [of_memory.get(str(item["id"]), []) if KEY_OF[key] == "memory"
-            else [f"chunk:{item['id']}"] for key, item in items]
+    return [of_memory.get(str(item["id"]), []) if KEY_OF[key] == "memory" else [] for key, item in items]
 
 
 def _score(query: str, items: list[tuple[str, dict]]) -> None:
