@@ -54,7 +54,7 @@ def rescore(query: str, response: dict) -> None:
 
     A model that cannot run (its package missing, a file not the pinned one) degrades the search to
     hybrid's own scores with a warning, as a reranker outage does: it must not fail the search."""
-    items = [(key, item) for key in LISTS for item in response.get(key, [])]
+    items = [(key, item) for key in KEY_OF for item in response.get(key, [])]  # the kinds with sources
     try:
         _score(query, items)
     except Exception as exc:
