@@ -514,14 +514,14 @@ SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES
 # hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
 SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
 # MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, inside the
-# R@10 plateau 2–7 on LoCoMo conversations 0–3, weights chosen per fold of conversations), then scale
+# R@10 plateau 2–10 on LoCoMo conversations 0–5, weights chosen per fold of conversations), then scale
 # and bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
 # cites an evidence turn): `bench.rank_stages --replay`, "map, order fixed". Under it
-# MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions
-# (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.5202),
-                               env_float("SEARCH_LATE_INTERACTION_B", 12.6011),
-                               env_float("SEARCH_LATE_INTERACTION_C", -5.1614))
+# MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions (best 0.0002–0.0019)
+# and keeps the answers (0.06–0.18): tests/test_relevance_floor.py.
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6753),
+                               env_float("SEARCH_LATE_INTERACTION_B", 13.3767),
+                               env_float("SEARCH_LATE_INTERACTION_C", -5.365))
 
 # --- Metrics (common/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
