@@ -41,7 +41,7 @@ USER = "u-bench"
 
 
 def post(scope, kb, session, turns, *, start, agent_id="", group_id="", user_id=USER):
-    from ingest.conversation.actions import accumulate_messages, flush_session
+    from conversations.actions import accumulate_messages, flush_session
 
     messages = [{"message_id": f"{session}-{i}", "role": role, "sender_name": sender, "sender_id": sender,
                  "content": text, "timestamp": start + timedelta(minutes=i)}
@@ -60,7 +60,7 @@ def search(scope, query, filters, memory_types):
 
 
 def main() -> int:
-    from ingest.conversation.skills import record_feedback
+    from conversations.skills import record_feedback
     from memory.models import CaseCluster, Memory
     from tenants.access import Scope
     from tenants.models import KnowledgeBase, Tenant

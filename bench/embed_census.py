@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from bench.harness import SHARED_DATA, setup_django
 
-_OWN = ("/retrieval/embeddings/", "/loci/metrics")
+_OWN = ("/retrieval/embeddings/", "/common/metrics")
 
 
 def main(argv=None):

@@ -11,7 +11,7 @@ the gold passage and holds a gold answer; an episode when it is the gold passage
    episode's cosine and BM25, fitted on the even-numbered questions. Its fact part gives the facts'
    cosine:BM25 ratio, its episode part the episodes'.
 2. Scale and bias: a grid over how steep each sigmoid is and where it is centred, scored by running
-   the real mRAG expander (retrieval.mrag) offline and measuring answer@200 characters.
+   the real mRAG expander (retrieval.search.mrag) offline and measuring answer@200 characters.
 3. The best point on the even questions is reported with its score on the odd ones (held out).
 
 The weights are the embedder's: refit after changing EMBEDDING_BACKEND (cosine ranges differ).
@@ -97,8 +97,8 @@ def listwise_direction(questions: list[dict], iterations: int = 300) -> np.ndarr
 
 def answer_at(questions: list[dict], fact_w, episode_w, alpha: float, competing: int) -> float:
     """answer@WINDOW of the real expander with these weights (fact and episode: w_cos, w_bm25, bias)."""
-    from retrieval.fusion import logistic_relevance
-    from retrieval.mrag import Candidate, EpisodeExpander, MragParams
+    from retrieval.search.scoring import logistic_relevance
+    from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 
     found = 0
     for q in questions:

@@ -38,8 +38,8 @@ def cpu() -> float:
 
 def stages(repeat: int) -> dict:
     from ingest.chunking import chunk_document
-    from ingest.extraction import deterministic_extractor
-    from ingest.extraction.base import ExtractionUnit, Passage
+    from extraction import deterministic_extractor
+    from extraction.base import ExtractionUnit, Passage
     from ingest.parsing.dispatch import parse_file
 
     extractor = deterministic_extractor()
@@ -73,7 +73,7 @@ def pipeline() -> dict:
     from bench.harness import make_scope
     from ingest.actions import ingest_document
     from memory.models import Document
-    from retrieval import projection
+    from retrieval.projection import writes as projection
     from retrieval.embeddings import build_provider
 
     scope, kb = make_scope("speed", "speed")
@@ -129,13 +129,13 @@ class Recorded:
     """The texts the index stage embeds, recorded while the pipeline runs."""
 
     def __init__(self):
-        from retrieval import projection
+        from retrieval.projection import writes as projection
 
         self.texts: list[str] = []
         self._real = projection.write_rows
 
     def __enter__(self):
-        from retrieval import projection
+        from retrieval.projection import writes as projection
 
         def recording(rows, **kwargs):
             self.texts.extend(r.text for r in rows)
@@ -145,7 +145,7 @@ class Recorded:
         return self
 
     def __exit__(self, *exc):
-        from retrieval import projection
+        from retrieval.projection import writes as projection
 
         projection.write_rows = self._real
 
@@ -153,7 +153,7 @@ class Recorded:
 def embedder_alone_cpu(texts: list[str]) -> float:
     from django.conf import settings
 
-    from retrieval import projection
+    from retrieval.projection import writes as projection
     from retrieval.embeddings import build_provider
 
     raw = build_provider(settings.LOCI_EMBEDDER)  # uncached

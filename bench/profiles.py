@@ -1,8 +1,8 @@
 """Precision and recall of the deterministic profiles on LoCoMo conversations 0-2 against bench/profiles_gold.json.
 
 The conversation's sessions go through the deterministic extractor in MemCell-sized units (12 turns),
-as a flush would; the facts are folded with the rules of ingest/conversation/profile_rules.py the way
-ingest/conversation/profiles.py stores them (single-valued categories superseded by the newer value,
+as a flush would; the facts are folded with the rules of conversations/profile_rules.py the way
+conversations/profiles.py stores them (single-valued categories superseded by the newer value,
 interests from INTEREST_MIN_FACTS facts). Also times the rules per MemCell (the per-flush cost).
 
 With --db it times the stored profile step instead, on LoCoMo conversation 0 in a fresh database
@@ -33,10 +33,10 @@ if "--db" in sys.argv and not os.environ.get("DATABASE_URL"):
     os.environ["LOCI_VAR_DIR"] = tempfile.mkdtemp(prefix="loci-bench-profiles-")
 django.setup()
 
-from ingest.conversation.profile_rules import SINGLE_VALUED, interests_in, items_in  # noqa: E402
-from ingest.conversation.profiles import INTEREST_MIN_FACTS  # noqa: E402
-from ingest.extraction.base import ExtractionUnit, Passage  # noqa: E402
-from ingest.extraction.deterministic import DeterministicExtractor  # noqa: E402
+from conversations.profile_rules import SINGLE_VALUED, interests_in, items_in  # noqa: E402
+from conversations.profiles import INTEREST_MIN_FACTS  # noqa: E402
+from extraction.base import ExtractionUnit, Passage  # noqa: E402
+from extraction.deterministic import DeterministicExtractor  # noqa: E402
 
 DATA = Path(os.environ.get("LOCI_SHARED_DATA", "/work/shared/data")) / "locomo" / "locomo10_dev.json"
 GOLD = Path(__file__).with_name("profiles_gold.json")
@@ -98,8 +98,8 @@ def stored(conversation: dict) -> dict:
     from django.db.models.signals import post_delete
     from django.utils.timezone import now
 
-    from ingest.conversation.profiles import update_profiles
-    from ingest.pipeline import memory_uuid
+    from conversations.profiles import update_profiles
+    from memory.ids import memory_uuid
     from memory.models import Memory
     from tenants.models import KnowledgeBase, Tenant
 

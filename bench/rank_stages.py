@@ -53,11 +53,11 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
 
         from memory.models import Memory
 
-        from retrieval import colbert, cross_encoder, projection
+        from retrieval import colbert, cross_encoder, token_vectors
 
         li, ce = colbert.model(), cross_encoder.model()
         cpu = defaultdict(float)
-        original = projection.token_vectors.write
+        original = token_vectors.write
 
         def timed_write(rows):
             started = time.process_time()
@@ -66,7 +66,7 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
             finally:
                 cpu["ingest_token_vectors"] += time.process_time() - started
 
-        projection.token_vectors.write = timed_write
+        token_vectors.write = timed_write
         client = api_client()
         stats = defaultdict(float)
         rows = []

@@ -56,14 +56,14 @@ def instrument() -> None:
     from retrieval.backends.milvus import MilvusVectorIndex
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
     from retrieval.embeddings.cache import CachedEmbedder
-    from retrieval.search import entity_recall, flat, hybrid, memory_kinds, ranking, response
+    from retrieval.search import entity_recall, flat, hybrid, memory_kinds, ranking, response, scoring
 
     MilvusVectorIndex.search = _timed("engine: vector search", MilvusVectorIndex.search)
     SqliteKeywordIndex.search = _timed("engine: keyword search", SqliteKeywordIndex.search)
     CachedEmbedder.embed_query = _timed("engine: query embedding", CachedEmbedder.embed_query)
-    for name in ("coarse_recall", "prefetch_recalled", "fuse", "episodes_of_facts", "fact_scorer", "expand",
-                 "spread_over_messages"):
+    for name in ("coarse_recall", "prefetch_recalled", "fuse", "episodes_of_facts", "fact_scorer", "expand"):
         setattr(hybrid, name, _timed(f"stage: {name}", getattr(hybrid, name)))
+    scoring.spread_over_messages = _timed("stage: spread_over_messages", scoring.spread_over_messages)
     hybrid.entity_recall = _timed("stage: entity_recall (DB)", hybrid.entity_recall)
     hybrid.pulled_in = _timed("stage: entity pulled_in", hybrid.pulled_in)
     del entity_recall  # imported by name into hybrid, patched there

@@ -1,6 +1,6 @@
 """Console pages for knowledge about people and things: entities (with aliases, mentions and memories)
 and conversation users' profiles. They read through the same scoped queries as the API
-(retrieval/api/entities.py, ingest/api/profiles.py), so a page never shows what GET /api/v1/… would not."""
+(retrieval/api/entities.py, conversations/api/profiles.py), so a page never shows what GET /api/v1/… would not."""
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator

@@ -9,8 +9,8 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 
 from console.shell import console_scope, kb_filter, render_page
-from ingest.conversation.actions import ConversationError
-from ingest.memory_edits import EDITABLE_STATUSES, history_entry, memory_history, patch_memory
+from conversations.actions import ConversationError
+from conversations.memory_edits import EDITABLE_STATUSES, history_entry, memory_history, patch_memory
 from memory.models import Memory
 
 MEMORIES_PER_PAGE = 30

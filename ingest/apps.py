@@ -17,7 +17,3 @@ class IngestConfig(AppConfig):
         from ingest import worker_liveness
 
         worker_liveness.connect(signals)  # each worker's heartbeat file, and the solo pool's soft time limit
-
-        from ingest.conversation import profiles_sync
-
-        profiles_sync.connect()  # profiles follow deletes and edits of the facts they cite

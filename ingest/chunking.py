@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass, field
 
 from ingest.parsing.base import Block, ParsedDocument, Section
-from ingest.tokens import count_tokens, encoding
+from extraction.tokens import count_tokens, encoding
 
 # Retrieval-sized children: big enough to carry a fact with its context, small enough that a
 # hit points at the answer. 400 is the upper bound the issue sets; blocks below MIN are packed

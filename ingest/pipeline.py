@@ -1,7 +1,6 @@
 """The document pipeline's domain steps: parse+chunk, extract, index. Tasks call these by id."""
 
 import logging
-import uuid
 
 from django.conf import settings
 from django.utils import timezone
@@ -9,13 +8,14 @@ from django.utils import timezone
 from entities.actions import link_memories
 from ingest.chunking import chunk_document
 from ingest.document_history import previous_memories, record_extraction
-from ingest.extraction import extractor
-from ingest.extraction.base import ExtractionUnit, Passage, llm_entities
+from extraction import extractor
+from extraction.base import ExtractionUnit, Passage, llm_entities
 from ingest.originals import local_original
 from ingest.parsing.base import ParseError
 from ingest.parsing.detect import detect_type
 from ingest.parsing.dispatch import parse_file
 from ingest.upload_limits import limit_megabytes, megabytes
+from memory.ids import memory_uuid
 from memory.models import Chunk, Document, Memory
 from retrieval.projection import index_document_rows
 
@@ -24,14 +24,6 @@ log = logging.getLogger(__name__)
 Status = Document.Status
 # Progress bands per stage, so the bar only moves forward across stages.
 PARSE_BAND, EXTRACT_BAND, INDEX_BAND = (2, 35), (35, 75), (75, 99)
-_MEMORY_NAMESPACE = uuid.UUID("6f1c1d7e-8a51-4d0c-9a57-1c0c5e0b7a11")
-
-
-def memory_uuid(*parts) -> uuid.UUID:
-    """Fixed memory ids (document, ordinal…) so a re-run overwrites instead of duplicating."""
-    return uuid.uuid5(_MEMORY_NAMESPACE, ":".join(str(p) for p in parts))
-
-
 def _band(band, fraction):
     low, high = band
     return int(low + (high - low) * max(0.0, min(1.0, fraction)))

@@ -10,12 +10,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from ingest import pipeline
-from ingest.conversation.reflection import reflect
 from ingest.engine_errors import outage_of
-from ingest.extraction.base import ExtractionError
+from extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
 from ingest.parsing.base import ParseError
-from loci import metrics
+from common import metrics
 from memory import stage_times
 from memory.models import ClaimLost, Document, DocumentGone
 
@@ -206,10 +205,3 @@ def _come_back_when_lease_ends(task, document_id: int, stage_name: str) -> None:
     process_document_stage.apply_async((document_id, stage_name), countdown=wait + LEASE_MARGIN_SECONDS,
                                        retries=task.request.retries)
 
-
-@shared_task(acks_late=True)
-def reflect_memories(budget_seconds: float | None = None) -> dict:
-    """The periodic reflection pass over every user's and agent's conversation memory (see
-    ingest.conversation.reflection); schedule it with Celery beat (LOCI_REFLECT_INTERVAL_SECONDS)."""
-    budget = settings.LOCI_REFLECT_BUDGET_SECONDS if budget_seconds is None else budget_seconds
-    return reflect(budget_seconds=budget).as_dict()

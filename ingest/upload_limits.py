@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.uploadhandler import FileUploadHandler
 
-from loci.api_errors import PayloadTooLarge
+from common.api_errors import PayloadTooLarge
 
 MB = 1024 * 1024
 

@@ -31,14 +31,14 @@ from rest_framework.utils.encoders import JSONEncoder
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
-from ingest.api.agent_feedback import FeedbackSerializer, give_feedback
-from ingest.api.memories import (AccumulateSerializer, MemoryPagination, MemorySerializer, ScopeFieldsSerializer,
+from conversations.api.agent_feedback import FeedbackSerializer, give_feedback
+from conversations.api.memories import (AccumulateSerializer, MemoryPagination, MemorySerializer, ScopeFieldsSerializer,
                                   listed_memories)
-from ingest.api.profiles import user_profile
+from conversations.api.profiles import user_profile
 from ingest.api.serializers import DocumentSerializer
-from ingest.conversation import actions as conversation
-from ingest.memory_edits import history_entry
-from ingest.memory_edits import memory_history as history_rows  # a tool below is named memory_history
+from conversations import actions as conversation
+from conversations.memory_edits import history_entry
+from conversations.memory_edits import memory_history as history_rows  # a tool below is named memory_history
 from ingest.upload_limits import limit_megabytes
 from memory import curation
 from memory.models import Document, Memory

@@ -1,7 +1,7 @@
 """What the OpenAPI schema says beyond each view's own serializers: the error shape every endpoint can answer.
 
 drf-spectacular describes a view's success responses from its serializers; the errors come from
-loci.api_errors and the authentication, permission, throttle and size checks every endpoint shares,
+common.api_errors and the authentication, permission, throttle and size checks every endpoint shares,
 so they are added here once rather than on each view.
 """
 

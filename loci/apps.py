@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
-from loci.sqlite import use_wal
+from common.sqlite import use_wal
 
 
 def _sqlite_in_wal(sender, connection, **kwargs) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str, load_env_file
+from common.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str, load_env_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Settings shared by the server and every command beside it (LOCI_VAR_DIR above all): the project's
@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "tenants",
     "memory",
     "ingest",
+    "conversations",
     "entities",
     "retrieval",
     "webhooks",
@@ -90,7 +91,7 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "loci.sqlite3",
             "OPTIONS": {
-                # WAL (set by loci.apps on each new connection, see loci/sqlite.py) lets the web
+                # WAL (set by loci.apps on each new connection, see common/sqlite.py) lets the web
                 # process read while a worker writes; IMMEDIATE takes the write lock at BEGIN so
                 # concurrent writers queue on busy_timeout instead of failing.
                 "transaction_mode": "IMMEDIATE",
@@ -210,13 +211,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "loci.api_schema.AutoSchema",  # adds the error shape to every operation
-    "DEFAULT_PAGINATION_CLASS": "loci.pagination.StrictPageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "common.pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "loci.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "common.api_errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
-        "loci.json_parser.StrictJSONParser",
+        "common.json_parser.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -279,8 +280,9 @@ LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=
 # How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
 # answer, with backoff, before the document fails with a reason naming it.
 LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
-# The reflection pass over conversation memory (ingest.tasks.reflect_memories): how often Celery beat
-# queues it (0: never; `manage.py reflect` runs it by hand) and the seconds one pass may take.
+# The reflection pass over conversation memory (conversations/tasks.py, the task still registered as
+# ingest.tasks.reflect_memories): how often Celery beat queues it (0: never; `manage.py reflect` runs
+# it by hand) and the seconds one pass may take.
 LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 0.0, minimum=0.0)
 LOCI_REFLECT_BUDGET_SECONDS = env_float("LOCI_REFLECT_BUDGET_SECONDS", 120.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = ({"reflect-memories": {"task": "ingest.tasks.reflect_memories",
@@ -291,7 +293,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
-# --- Pluggable backends (loci/backends.py), chosen like CACHES: per kind, named aliases of a dotted
+# --- Pluggable backends (common/backends.py), chosen like CACHES: per kind, named aliases of a dotted
 # BACKEND path and its OPTIONS, with a `default` alias; one entry on its own is the default alias.
 # --- `manage.py up`: where the web server listens, and the worker's processes
 LOCI_HOST = env_str("LOCI_HOST", "127.0.0.1")
@@ -366,7 +368,7 @@ if LOCI_EMBEDDER_NEXT:
     LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
                               "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
 LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
-LOCI_LLM_CLIENTS = {"default": {"BACKEND": "loci.llm.build_llm_client", "OPTIONS": {}}}
+LOCI_LLM_CLIENTS = {"default": {"BACKEND": "common.llm.build_llm_client", "OPTIONS": {}}}
 # Each index build records its model's identity, so an installation whose indexes hold another
 # model's vectors keeps embedding with that one until `manage.py reindex`
 # (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small-onnx is the
@@ -424,7 +426,7 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
 LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
 
-# --- mRAG knobs (see retrieval/mrag.py for where each default comes from)
+# --- mRAG knobs (see retrieval/search/mrag.py for where each default comes from)
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
@@ -506,7 +508,7 @@ SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
                                env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
                                env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
 
-# --- Metrics (loci/metrics.py, GET /metrics). Counters and histograms of every process sharing this
+# --- Metrics (common/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by
 # prometheus_client's multiprocess mode, which reads PROMETHEUS_MULTIPROC_DIR when it is first imported:
 # settings always load before it, and always set it, so an inherited value never points a process
@@ -521,7 +523,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "json": {"()": "loci.logging.JsonFormatter"},
+        "json": {"()": "common.logging.JsonFormatter"},
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": env_choice("LOG_FORMAT", "plain", {"plain", "json"})}},

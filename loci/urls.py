@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
-from loci import health, metrics
+from common import metrics
+from loci import health
 from loci.schema_view import SchemaView
 
 urlpatterns = [
@@ -15,14 +16,14 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("memory.api.urls")),
     path("api/v1/", include("ingest.api.urls")),
-    path("api/v1/", include("ingest.api.memory_urls")),
+    path("api/v1/", include("conversations.api.urls")),
     path("api/v1/", include("retrieval.api.urls")),
     path("api/v1/", include("webhooks.api.urls")),
     path("api/v1/", include("portability.api.urls")),
     path("", include("console.urls")),
 ]
 
-# JSON under /api/, Django's pages elsewhere (loci/api_errors.py).
-handler400 = "loci.api_errors.bad_request"
-handler404 = "loci.api_errors.not_found"
-handler500 = "loci.api_errors.server_error"
+# JSON under /api/, Django's pages elsewhere (common/api_errors.py).
+handler400 = "common.api_errors.bad_request"
+handler404 = "common.api_errors.not_found"
+handler500 = "common.api_errors.server_error"

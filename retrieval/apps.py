@@ -7,7 +7,7 @@ class RetrievalConfig(AppConfig):
 
     def ready(self):
         # Imported here: the receivers use the models, which exist only once the registry is ready.
-        from loci import metrics
+        from common import metrics
         from memory import signals as memory_signals
         from retrieval import signals
         from retrieval.metrics_state import StateCollector

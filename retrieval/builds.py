@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 
 from django.conf import settings
 
-from loci.backends import DEFAULT_ALIAS
+from common.backends import DEFAULT_ALIAS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The Prometheus gauges read at scrape time: documents per status, stalled documents, rows per index.
 
 They are state, not events: read from the database and the indexes when /metrics is scraped, so they
-are the same whichever process answers (loci/metrics.py). Registered by RetrievalConfig.ready().
+are the same whichever process answers (common/metrics.py). Registered by RetrievalConfig.ready().
 """
 
 import logging

@@ -41,7 +41,7 @@ class SearchRequest:
     neighbours: int = 0  # child chunks each side of an item's source chunk, with context expansion
     rerank: bool | None = None
     # When the question is asked: its relative dates ("last Thursday", "last month") are resolved
-    # against it, as extraction resolved the messages' (loci.dates). None: the query is left as written.
+    # against it, as extraction resolved the messages' (common.dates). None: the query is left as written.
     reference_time: datetime | None = None
 
     @property

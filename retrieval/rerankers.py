@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from loci.backends import DEFAULT_ALIAS, rerankers
+from common.backends import DEFAULT_ALIAS, rerankers
 from retrieval.embeddings.base import batches
 
 logger = logging.getLogger(__name__)
@@ -106,10 +106,10 @@ _JUDGE_SYSTEM = (
 
 
 class LlmJudgeReranker:
-    """Scores passages 0–10 for relevance with the chat model (loci.llm), returned as 0–1."""
+    """Scores passages 0–10 for relevance with the chat model (common.llm), returned as 0–1."""
 
     name = "llm-judge"
-    thread_safe = True  # stateless: every call goes through loci.llm
+    thread_safe = True  # stateless: every call goes through common.llm
 
     def __init__(self, *, batch_size: int = 10, max_chars: int = 1200, max_attempts: int | None = None):
         self.batch_size = batch_size  # small batches keep the score list short enough to come back whole
@@ -117,7 +117,7 @@ class LlmJudgeReranker:
         self.max_attempts = max_attempts
 
     def rerank(self, query: str, texts: list[str]) -> list[float]:
-        from loci.llm import LlmError, complete_json
+        from common.llm import LlmError, complete_json
 
         texts = _check_args(query, texts)
         scores: list[float] = []

@@ -1,10 +1,10 @@
 """The late-interaction projection: ColBERT token vectors (int8) of every English memory and chunk.
 
 A table of the relational database (retrieval.models.TokenVectors), written beside the vector and
-keyword rows (projection._upsert), so it is exact across processes with no file to keep in step:
+keyword rows (projection/writes.py), so it is exact across processes with no file to keep in step:
 - written from the same IndexRow text the indexes hold, for the kinds hybrid returns, only when the
   text is English (`script(text) == "latin"`): Chinese and mixed text is left to the other scores;
-- deleted by every removal (projection._delete_everywhere passes its filter here), and by the
+- deleted by every removal (projection/removal.py's delete_everywhere passes its filter here), and by the
   foreign keys' cascade when the memory, chunk, document, KB or tenant row goes;
 - rebuilt by `reindex` (a row whose text and model are unchanged is kept, not re-encoded), checked
   and repaired by `reconcile` (missing, stale text, another model, rows of inactive memories).
@@ -163,7 +163,7 @@ def _selecting(flt: IndexFilter) -> Q:
 
 
 def delete(flt: IndexFilter) -> None:
-    """Remove the vectors of the index rows `flt` selects (the removal filters of projection.py)."""
+    """Remove the vectors of the index rows `flt` selects (the removal filters of retrieval/projection/removal.py)."""
     TokenVectors.objects.filter(_selecting(flt)).delete()
 
 

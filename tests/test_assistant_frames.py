@@ -2,8 +2,8 @@
 
 from datetime import datetime
 
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.deterministic import DeterministicExtractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.deterministic import DeterministicExtractor
 
 WHEN = datetime(2023, 5, 20, 10, 0)
 REPLY = ("Great question! A portable power bank lasts longer if you keep it between 20 and 80 percent charged. "

@@ -1,9 +1,9 @@
 from ingest.chunking import CHILD_MAX_TOKENS, HARD_MAX_TOKENS, chunk_document
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.deterministic import DeterministicExtractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.deterministic import DeterministicExtractor
 from ingest.parsing.base import Block, ParsedDocument, Section
 from ingest.parsing.dispatch import parse_file
-from ingest.tokens import count_tokens
+from extraction.tokens import count_tokens
 from tests.conftest import DOCS, SHARED_DATA
 
 

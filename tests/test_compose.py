@@ -372,7 +372,7 @@ def test_the_build_context_keeps_what_pip_install_needs_and_drops_local_state():
     patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     for needed in ("pyproject.toml", "README.md", "manage.py", "loci/settings.py", "ingest/tasks.py",
-                   "retrieval/projection.py", "tenants/models.py", "bench/harness.py", "templates/base.html",
+                   "retrieval/projection/writes.py", "tenants/models.py", "bench/harness.py", "templates/base.html",
                    "static/loci"):
         assert not _ignored(needed, patterns), needed
     for dropped in (".git/HEAD", ".venv/bin/python", "var/loci.sqlite3", "var/media/x.pdf", "tests/conftest.py",

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ingest.conversation import segmentation
+from conversations import segmentation
 from memory.models import Memory, MemoryHistory, Message
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter

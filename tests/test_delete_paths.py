@@ -20,10 +20,11 @@ from django.db import transaction
 from django.test import Client
 
 from ingest.actions import ingest_document
-from ingest.conversation.actions import accumulate_messages, flush_session
+from conversations.actions import accumulate_messages, flush_session
 from ingest.tasks import run_inline
 from memory.models import Chunk, Document, Memory, Message
 from retrieval import projection, token_vectors
+from retrieval.projection import writes
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.projection import reconcile, reconcile_removed
@@ -286,7 +287,7 @@ def test_a_document_deleted_while_indexing_leaves_no_rows_and_the_stage_stops_qu
     from ingest.tasks import run_stage
 
     s = seeded
-    monkeypatch.setattr(projection, "EMBED_BATCH", 2)  # a tiny document still takes several batches
+    monkeypatch.setattr(writes, "EMBED_BATCH", 2)  # a tiny document still takes several batches
     with transaction.atomic():
         upload = ingest_document(s.scope, s.kbs["docs"], io.BytesIO(DOC_TEXT.replace("Tuesday", "Friday").encode()
                                                                       + b"\nSenja ferry timetable changed.\n"), "b.txt")
@@ -297,7 +298,7 @@ def test_a_document_deleted_while_indexing_leaves_no_rows_and_the_stage_stops_qu
     batches = -(-total // 2)
     assert batches >= 3, total
     when = batches if at_batch == "last" else at_batch
-    real_embedder = projection.embedder
+    real_embedder = writes.embedder
     calls = {"n": 0}
 
     class DeletingEmbedder:
@@ -313,7 +314,7 @@ def test_a_document_deleted_while_indexing_leaves_no_rows_and_the_stage_stops_qu
                 committed(delete_document, s.scope, Document.objects.select_related("kb__tenant").get(pk=pk))
             return vectors
 
-    monkeypatch.setattr(projection, "embedder", DeletingEmbedder)
+    monkeypatch.setattr(writes, "embedder", DeletingEmbedder)
     flts = filters_of("document", s, pk)
     assert run_stage(pk, "index") in (True, False)  # no DatabaseError: the stage stops quietly
     assert calls["n"] == when, "the stage stopped at the first batch after the delete"

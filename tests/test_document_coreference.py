@@ -3,8 +3,8 @@ become the name before the facts are indexed, so a fact read alone says whom it 
 
 import pytest
 
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.deterministic import DeterministicExtractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.deterministic import DeterministicExtractor
 
 
 def facts(*paragraphs: str) -> list[str]:

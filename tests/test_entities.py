@@ -21,8 +21,8 @@ from entities.actions import link_memories
 from entities.models import Entity, EntityAlias, EntityMention
 from entities.projection import reconcile_entities
 from ingest.actions import ingest_document
-from ingest.extraction.llm import episode_from_reply
-from ingest.extraction.base import ExtractionUnit, Passage
+from extraction.llm import episode_from_reply
+from extraction.base import ExtractionUnit, Passage
 from memory.models import Memory
 from ingest.tasks import run_inline
 from memory.actions import delete_document

@@ -7,11 +7,11 @@ from datetime import date, datetime
 
 import pytest
 
-from ingest.extraction import deterministic_extractor, extractor
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.dates import resolve_relative_dates
-from ingest.extraction.deterministic import DeterministicExtractor
-from ingest.extraction.sentences import split_sentences, table_rows
+from extraction import deterministic_extractor, extractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.dates import resolve_relative_dates
+from extraction.deterministic import DeterministicExtractor
+from extraction.sentences import split_sentences, table_rows
 from tests.conftest import DOCS, SHARED_DATA
 
 LOCOMO = SHARED_DATA / "locomo" / "locomo10_dev.json"
@@ -352,8 +352,8 @@ def test_a_quote_mark_closing_a_chinese_quotation_is_kept_and_a_stray_one_droppe
 def test_topic_boundaries_embed_only_the_opening_words_of_a_long_turn():
     from datetime import timedelta
 
-    from ingest.conversation.boundaries import TOPIC_WORDS, DeterministicBoundaryDetector
-    from ingest.conversation.segmentation import Turn
+    from conversations.boundaries import TOPIC_WORDS, DeterministicBoundaryDetector
+    from conversations.segmentation import Turn
 
     seen = []
 
@@ -417,6 +417,6 @@ def test_an_auxiliary_before_a_resolved_pronoun_agrees_with_the_name():
     ("Things you do for love.", "Jon", "Gina", "Things Gina does for love."),
 ])
 def test_resolved_pronouns_in_questions_keep_verb_agreement(text, speaker, listener, expected):
-    from ingest.extraction.coreference import resolve_first_person, resolve_second_person
+    from extraction.coreference import resolve_first_person, resolve_second_person
 
     assert resolve_second_person(resolve_first_person(text, speaker), listener) == expected

@@ -3,8 +3,8 @@
 import re
 
 from ingest.chunking import chunk_document
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.deterministic import DeterministicExtractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.deterministic import DeterministicExtractor
 from ingest.parsing.dispatch import parse_file
 from tests.conftest import DOCS
 

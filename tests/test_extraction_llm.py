@@ -3,9 +3,9 @@
 import json
 from datetime import datetime, timezone
 
-from ingest.extraction import extractor
-from ingest.extraction.base import ExtractionUnit, Passage
-from ingest.extraction.llm import LlmExtractor
+from extraction import extractor
+from extraction.base import ExtractionUnit, Passage
+from extraction.llm import LlmExtractor
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)

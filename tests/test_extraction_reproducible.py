@@ -9,7 +9,7 @@ from pathlib import Path
 # the order of the float additions inside `capped` can separate them, and that order must not follow
 # the process's PYTHONHASHSEED.
 _PROGRAM = """
-from ingest.extraction.candidates import Candidate, capped
+from extraction.candidates import Candidate, capped
 cands, fill = [], 0
 groups = [[f"a{g}{k}" for k in range(5)] for g in range(30)]
 for words in groups:

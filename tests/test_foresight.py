@@ -6,9 +6,9 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from ingest.conversation.foresight import plan_foresight
-from ingest.extraction.base import Passage
-from ingest.extraction.foresight import extract_foresight, foresight_of
+from conversations.foresight import plan_foresight
+from extraction.base import Passage
+from extraction.foresight import extract_foresight, foresight_of
 from memory.models import Memory, Message
 from tests.conftest import SHARED_DATA, api_client
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)

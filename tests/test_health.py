@@ -136,7 +136,7 @@ def test_it_names_the_database_when_it_is_unreachable(tmp_path):
 
 
 def test_a_log_record_is_one_json_line():
-    from loci.logging import JsonFormatter
+    from common.logging import JsonFormatter
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

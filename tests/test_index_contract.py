@@ -90,6 +90,14 @@ class IndexContract:
     def search(self, index, text, flt, top_k=100):
         raise NotImplementedError
 
+    def test_it_names_its_engine_and_calls_no_error_of_ours_transient(self, index):
+        # The optional class attributes of base._IndexContract, read by retrieval.backends.
+        backend = type(index)
+        describe = getattr(backend, "describe", None)
+        assert describe is None or isinstance(describe({}), str) and describe({})
+        transient = getattr(backend, "transient", None)
+        assert transient is None or not any(transient(e) for e in (ValueError("bad"), KeyError("x"), RuntimeError()))
+
     def test_upsert_then_search_finds_rows(self, index):
         index.upsert([make_row("chunk:1", "the quarterly revenue report"), make_row("chunk:2", "holiday schedule")])
         hits = self.search(index, "quarterly revenue", flt(), 5)
@@ -590,7 +598,7 @@ def test_vector_index_from_settings_uses_the_session_server(lite_vector_settings
 
 
 def test_the_loader_takes_named_aliases_and_builds_each_once(settings, tmp_path):
-    from loci.backends import BackendDoesNotExist
+    from common.backends import BackendDoesNotExist
     from retrieval.backends import keyword_index
 
     settings.LOCI_KEYWORD_INDEX = {

@@ -1,11 +1,11 @@
-"""loci.llm against a real local HTTP server: the real openai client, real timeouts, real retries."""
+"""common.llm against a real local HTTP server: the real openai client, real timeouts, real retries."""
 
 import logging
 import time
 
 import pytest
 
-from loci.llm import LlmError, complete_json, llm_client, parse_json_reply
+from common.llm import LlmError, complete_json, llm_client, parse_json_reply
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 ASK = [{"role": "system", "content": "Reply in JSON."}, {"role": "user", "content": "Give me a fact."}]
@@ -44,7 +44,7 @@ def test_it_retries_a_malformed_reply_and_shows_the_model_its_mistake(fake_opena
 def test_it_raises_after_the_last_malformed_attempt(fake_openai, caplog):
     fake_openai.queue_chat("no json here", "[1, 2, 3]", "still {not json")
 
-    with caplog.at_level(logging.WARNING, logger="loci.llm"), pytest.raises(LlmError, match="after 3 attempts"):
+    with caplog.at_level(logging.WARNING, logger="common.llm"), pytest.raises(LlmError, match="after 3 attempts"):
         complete_json(ASK, max_attempts=3)
 
     assert len(fake_openai.bodies("chat")) == 3

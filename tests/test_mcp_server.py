@@ -31,7 +31,7 @@ TOOLS = {"add_messages", "flush", "search", "get_memory", "update_memory", "dele
 # Run in `manage.py shell`: tenants, keys and one remembered session per KB, through the domain actions.
 SETUP = """
 import datetime, json
-from ingest.conversation.actions import accumulate_messages, flush_session
+from conversations.actions import accumulate_messages, flush_session
 from tenants.access import permitted_scope
 from tenants.models import ApiKey, KnowledgeBase, Tenant
 

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from retrieval.fusion import blend, logistic_relevance, rrf
-from retrieval.mrag import Candidate, EpisodeExpander, MragParams
+from retrieval.search.scoring import blend, logistic_relevance, rrf
+from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 
 
 def ep(id, score):

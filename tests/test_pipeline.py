@@ -129,7 +129,7 @@ def test_reconcile_rewrites_a_lost_keyword_index_without_embedding_again(world, 
     def no_embedding():
         raise AssertionError("a keyword-only repair must not embed")
 
-    monkeypatch.setattr("retrieval.projection.embedder", no_embedding)
+    monkeypatch.setattr("retrieval.projection.writes.embedder", no_embedding)
     assert reconcile(world.acme, repair=True)["repaired"]
     assert index_count(doc) == rows and found()
     assert reconcile(world.acme)["keyword"]["missing"] == 0

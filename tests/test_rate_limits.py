@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import env_rate
+from common.env import env_rate
 from tests.conftest import api_client
 
 KBS = "/api/v1/knowledge-bases"

@@ -10,7 +10,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from ingest.tasks import reflect_memories
+from conversations.tasks import reflect_memories
+from loci.celery import app
 from memory.models import Memory, MemoryHistory
 from retrieval.projection import index_memories
 from tests.conftest import api_client
@@ -107,3 +108,9 @@ def test_the_worker_task_runs_a_bounded_pass(remembered):
     report = reflect_memories(budget_seconds=0.0)  # spent at once: says where it stopped
     assert report["complete"] is False and report["not_reached"][0]["user_id"] == "maya"
     assert reflect_memories(budget_seconds=60.0)["complete"] is True
+
+
+def test_the_task_keeps_the_name_beat_schedules_and_queued_messages_use():
+    # It moved from ingest.tasks to conversations.tasks; a message queued before the move names the old path.
+    assert reflect_memories.name == "ingest.tasks.reflect_memories"
+    assert app.tasks["ingest.tasks.reflect_memories"].run is reflect_memories.run

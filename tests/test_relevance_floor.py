@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ingest.conversation.actions import accumulate_messages, flush_session
+from conversations.actions import accumulate_messages, flush_session
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from tenants.access import permitted_scope

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from ingest.conversation.boundaries import DeterministicBoundaryDetector, LlmBoundaryDetector
-from ingest.conversation.segmentation import (BoundaryDecision, Turn, format_window, forced_split_point,
+from conversations.boundaries import DeterministicBoundaryDetector, LlmBoundaryDetector
+from conversations.segmentation import (BoundaryDecision, Turn, format_window, forced_split_point,
                                               segment_turns)
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
@@ -162,7 +162,7 @@ def test_format_window_numbers_lines_from_one():
 @pytest.mark.django_db
 @pytest.mark.usefixtures("lite_vector_settings")
 def test_a_relative_date_is_resolved_from_the_message_time(world, django_capture_on_commit_callbacks):
-    from ingest.conversation.actions import accumulate_messages, flush_session
+    from conversations.actions import accumulate_messages, flush_session
     from memory.models import Memory
     from tenants.access import permitted_scope
 
@@ -184,7 +184,7 @@ def test_a_relative_date_is_resolved_from_the_message_time(world, django_capture
 def test_an_assistant_reply_is_compared_by_its_opening_words_a_persons_long_turn_by_more():
     # An assistant's reply spends its length on advice after naming the topic; embedding all of it
     # for the topic comparison was a quarter of a LongMemEval-S user's ingestion CPU.
-    from ingest.conversation.boundaries import ASSISTANT_TOPIC_WORDS, TOPIC_WORDS
+    from conversations.boundaries import ASSISTANT_TOPIC_WORDS, TOPIC_WORDS
 
     seen = []
 

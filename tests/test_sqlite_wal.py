@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from loci.sqlite import use_wal
+from common.sqlite import use_wal
 from tests.worker_process import REPO, app_env
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.env import load_env_file
+from common.env import load_env_file
 from tests.index_fixtures import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

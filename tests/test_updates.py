@@ -7,8 +7,8 @@ MemoryBank's Chinese logs) or the issue's own trial, quoted as the user wrote th
 
 import pytest
 
-from ingest.conversation.claims import claim, contradicts
-from ingest.extraction.coreference import resolve_first_person
+from conversations.claims import claim, contradicts
+from extraction.coreference import resolve_first_person
 
 REWRITES = [
     # The trial: "now" was no adverb, so the verb took the -s ("nows work").

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from ingest.actions import cancel_document, ingest_document, rerun_document
 from ingest.api.serializers import (WAITING_FOR, ChunkSerializer, DocumentSerializer, UploadResultSerializer,
                                     UploadSerializer)
-from loci.json_parser import StrictJSONParser
+from common.json_parser import StrictJSONParser
 from memory.actions import delete_document
 from memory.models import Document
 from memory.user_metadata import MetadataError, clean_user_metadata

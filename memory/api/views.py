@@ -4,7 +4,7 @@ from django.db.models import Count, Q
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
-from loci.json_parser import StrictJSONParser
+from common.json_parser import StrictJSONParser
 from memory.actions import delete_knowledge_base
 from tenants.api.scoping import ScopedMixin, request_scope
 from tenants.api.serializers import KnowledgeBaseSerializer

@@ -21,7 +21,7 @@ from entities.visibility import readable_mentions, visible_entities
 from memory.models import Chunk
 from retrieval.api.serializers import SourceSerializer
 from retrieval.results import _chunk_source, memory_sources
-from loci.pagination import StrictPageNumberPagination
+from common.pagination import StrictPageNumberPagination
 from tenants.api.scoping import request_scope
 
 MAX_MEMORIES = 100  # per entity detail; the mention count says how many there are in all

@@ -1,4 +1,4 @@
-"""The configured index projections: thin accessors over the backend handler (loci.backends).
+"""The configured index projections: thin accessors over the backend handler (common.backends).
 
 `vector_index()` and `keyword_index()` are the `default` aliases of LOCI_VECTOR_INDEX /
 LOCI_KEYWORD_INDEX (`BACKEND` dotted path, `OPTIONS` dict), in the build the default aliases serve
@@ -10,10 +10,11 @@ same everywhere.
 import math
 import numbers
 
-from loci.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from common.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
 from retrieval import builds
 from retrieval.backends.base import (
     KINDS,
+    LocalServer,
     MAX_METADATA_KEYS,
     MAX_METADATA_STRING,
     METADATA_KEY_RE,
@@ -49,6 +50,50 @@ def reset_backends() -> None:
     """Close and forget the loaded indexes; the next call builds them again from settings."""
     vector_indexes.reset()
     keyword_indexes.reset()
+
+
+# --- What a backend says of its own engine (the optional class attributes of base._IndexContract),
+# read from the class its default alias names: nothing is built or connected to ask.
+
+def vector_engine() -> str:
+    """The vector index as a user knows it: "The vector index (Milvus at http://…)"."""
+    return f"The vector index ({_described(vector_indexes)})"
+
+
+def keyword_engine() -> str:
+    return f"The keyword index ({_described(keyword_indexes)})"
+
+
+def _described(handler) -> str:
+    backend = handler.backend(DEFAULT_ALIAS)
+    describe = getattr(backend, "describe", None)
+    return describe(handler.options(DEFAULT_ALIAS)) if describe else backend.__name__
+
+
+def transient_engine(exc: BaseException) -> str | None:
+    """The index whose backend says `exc` is one of its engine's transient errors, named; else None.
+
+    Both, when both backends claim it: the default SQLite files raise the same "database is locked"."""
+    claimed = []
+    for handler, named in ((vector_indexes, vector_engine), (keyword_indexes, keyword_engine)):
+        transient = getattr(handler.backend(DEFAULT_ALIAS), "transient", None)
+        if transient is not None and transient(exc):
+            claimed.append(named())
+    if len(claimed) > 1:
+        return f"{claimed[0]} or {claimed[1][0].lower()}{claimed[1][1:]}"
+    return claimed[0] if claimed else None
+
+
+def local_servers() -> list[LocalServer]:
+    """The local servers the configured indexes need started (every build of an alias shares its
+    alias's server, so the default aliases' are all there are)."""
+    servers = []
+    for handler in (vector_indexes, keyword_indexes):
+        local_server = getattr(handler.backend(DEFAULT_ALIAS), "local_server", None)
+        server = local_server(handler.options(DEFAULT_ALIAS)) if local_server else None
+        if server is not None:
+            servers.append(server)
+    return servers
 
 
 # --- Argument checks shared by every backend. Filters arrive from code that built them out of

@@ -118,6 +118,16 @@ class _IndexContract(Protocol):
     with no kb_ids matches nothing; a user-supplied value is only ever a value (escaped or bound),
     never part of the query's shape. An engine error propagates as the engine's own exception; a
     table set, collection or index that does not exist yet reads as empty, without error.
+
+    Optional, on the class (retrieval.backends reads them with a default when a backend has none):
+    - `transient(exc) -> bool`: whether `exc`, raised by this backend's engine, means "not now"
+      (unreachable, timed out, rate limited, briefly locked), so a stage retries instead of failing
+      the document. Default: nothing is transient.
+    - `describe(options) -> str`: the engine as a user knows it ("Milvus at http://…"), in the reason
+      a document fails with when the engine did not answer. Default: the class's name.
+    - `local_server(options) -> LocalServer | None`: a server on this machine that the processes
+      using the backend share (Milvus Lite); `manage.py up` starts it before its children and lets
+      go of it after them. Default: none.
     """
 
     def upsert(self, rows: list[IndexRow], *, exclusive: bool = False) -> None:
@@ -157,6 +167,19 @@ class _IndexContract(Protocol):
     def build_options(options: dict, build: int) -> dict:
         """The OPTIONS of projection build `build` > 0: the same engine, a namespace of its own
         that this namespace's drop_all, count, ids and delete never touch (retrieval/builds.py)."""
+        ...
+
+
+class LocalServer(Protocol):
+    """A backend's server on this machine, started by `up` before the processes that use it."""
+
+    def start(self) -> str:
+        """Start it unless it runs; return what to tell the person who started Loci (where it listens)."""
+        ...
+
+    def stop(self) -> str:
+        """Let go of it after `up`'s children stopped; return what to tell (e.g. that another process
+        still uses it, so it stops when that one exits)."""
         ...
 
 

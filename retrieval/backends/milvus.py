@@ -13,6 +13,7 @@ import re
 import threading
 from typing import Iterator
 
+import grpc
 import numpy as np
 
 from django.core.exceptions import ImproperlyConfigured
@@ -21,7 +22,7 @@ from pymilvus.exceptions import MilvusException
 
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
-from retrieval.milvus_lite import ensure_server
+from retrieval.milvus_lite import ensure_server, release
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,27 @@ def _deleted(result) -> int:
 LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
 
 
+# Milvus's own codes for "not now": 2 = cannot connect (pymilvus, server down or restarting),
+# 8 = rate limited. Other codes (bad expression, schema mismatch) are permanent.
+TRANSIENT_CODES = {2, 8}
+TRANSIENT_WORDS = ("server unavailable", "unavailable", "deadline exceeded", "connection refused")
+
+
+class MilvusLiteServer:
+    """The Milvus Lite server over one data file, as `up` starts it and lets go of it (retrieval/milvus_lite.py)."""
+
+    def __init__(self, path: str, port: int = 0):
+        self.path, self.port = path, port
+
+    def start(self) -> str:
+        # Before `up`'s children, which then find it (and register as its users) instead of racing to start it.
+        return f"Milvus Lite: {ensure_server(self.path, self.port or None)} ({self.path})"
+
+    def stop(self) -> str:
+        # It stops now unless another process (a `manage.py ingest` beside `up`) still uses it.
+        return "" if release(self.path) else "Milvus Lite: stops when the last process still using it exits"
+
+
 class MilvusVectorIndex:
     """VectorIndex on Milvus or Milvus Lite: cosine similarity, filters inside the search."""
 
@@ -177,6 +199,35 @@ class MilvusVectorIndex:
         """The OPTIONS of projection build `build`: collections of its own, `{prefix}_b{build}_{dim}`
         (which the prefix's own patterns, `{prefix}_{dim}` and `{prefix}_t{id}_{dim}`, never match)."""
         return {**options, "collection_prefix": f"{options.get('collection_prefix') or 'loci'}_b{int(build)}"}
+
+    @staticmethod
+    def transient(exc: BaseException) -> bool:
+        """Milvus' "not now": the server down or restarting, a deadline, rate limiting. A bad
+        expression or a schema mismatch is permanent."""
+        if not isinstance(exc, (MilvusException, grpc.RpcError)):
+            return False
+        if type(exc).__name__ == "MilvusUnavailableException":
+            return True
+        code = getattr(exc, "code", None)
+        if callable(code):  # grpc.RpcError: code() is a StatusCode
+            return getattr(code(), "name", "") in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED")
+        message = str(getattr(exc, "message", "") or exc).lower()
+        return code in TRANSIENT_CODES or any(word in message for word in TRANSIENT_WORDS)
+
+    @staticmethod
+    def describe(options: dict) -> str:
+        if options.get("uri"):
+            return f"Milvus at {options['uri']}"
+        if options.get("lite_port"):
+            return f"Milvus Lite at 127.0.0.1:{options['lite_port']}"
+        return f"Milvus Lite over {options.get('lite_path')}"  # its port is picked at start
+
+    @staticmethod
+    def local_server(options: dict) -> "MilvusLiteServer | None":
+        """Milvus Lite (no `uri`): one server per data file, which every build of the alias shares."""
+        if options.get("uri") or not options.get("lite_path"):
+            return None
+        return MilvusLiteServer(options["lite_path"], int(options.get("lite_port") or 0))
 
     def __init__(self, options: dict):
         self.uri = options.get("uri") or ""

@@ -22,6 +22,7 @@ MAX_RESULT_WINDOW = 10000  # OpenSearch's index.max_result_window default: size 
 MAX_QUERY_TERMS = 64  # same cap as the SQLite backend
 PAGE = 1000
 _PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # index names must be lowercase
+TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
 
 
 def index_mapping(*, shards: int = 1, replicas: int = 1) -> dict:
@@ -118,6 +119,19 @@ class OpenSearchKeywordIndex:
     # One per process: opensearch-py's client is thread-safe (urllib3 connection pool), and it is
     # created under a lock.
     thread_safe = True
+
+    @staticmethod
+    def transient(exc: BaseException) -> bool:
+        """Not reached, timed out, or a status that says "later" (408, 429, 5xx)."""
+        from opensearchpy import exceptions  # as the client is: loaded only when OpenSearch is used
+
+        if isinstance(exc, exceptions.ConnectionError):  # ConnectionTimeout included
+            return True
+        return isinstance(exc, exceptions.TransportError) and exc.status_code in TRANSIENT_STATUSES
+
+    @staticmethod
+    def describe(options: dict) -> str:
+        return f"OpenSearch at {options.get('url')}"
 
     @staticmethod
     def build_options(options: dict, build: int) -> dict:

@@ -21,7 +21,7 @@ from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import transaction, use_wal
+from common.sqlite import busy, transaction, use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, cpu_deadline, matches_nothing
 from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
@@ -130,6 +130,9 @@ class SqliteKeywordIndex:
 
     # One per process: each thread gets its own sqlite3 connection from the thread-local below.
     thread_safe = True
+
+    # A file another writer held locked past busy_timeout: the next attempt may well get it.
+    transient = staticmethod(busy)
 
     @staticmethod
     def build_options(options: dict, build: int) -> dict:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.sqlite import transaction, use_wal
+from common.sqlite import busy, transaction, use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 
@@ -307,6 +307,9 @@ class SqliteVectorIndex:
     """VectorIndex in a SQLite file, scored exactly in each process (numpy); see the module docstring."""
 
     thread_safe = True  # one connection per thread; partition copies behind their own locks
+
+    # A file another writer held locked past busy_timeout: the next attempt may well get it.
+    transient = staticmethod(busy)
 
     @staticmethod
     def build_options(options: dict, build: int) -> dict:

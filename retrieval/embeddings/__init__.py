@@ -14,7 +14,7 @@ collections by dim, so changing the model means a reindex, never mixed vectors o
 
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.backends import embedders
+from common.backends import embedders
 from retrieval import builds
 from retrieval.embeddings import identity
 from retrieval.embeddings.base import Embedder, EmbeddingError

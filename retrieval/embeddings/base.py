@@ -33,7 +33,15 @@ class Embedder(Protocol):
 
 
 class EmbeddingError(Exception):
-    """An embedding provider could not produce vectors (unreachable, bad reply, wrong width)."""
+    """An embedding provider could not produce vectors (unreachable, bad reply, wrong width).
+
+    The provider says whether it is `transient` (its server did not answer, or rate-limited us: the
+    same call later may succeed, so a document's stage waits and retries) or not (a bad reply, a wrong
+    width: the same every time)."""
+
+    def __init__(self, message: str = "", *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loci.sqlite import use_wal
+from common.sqlite import use_wal
 from retrieval.embeddings.base import Embedder, check_texts, empty
 
 # SQLite's default limit on host parameters was 999 before 3.32; stay under it.

@@ -83,4 +83,5 @@ class FailoverEmbedder:
                 with self._lock:
                     self._skip_primary_until = 0.0
             return result
-        raise EmbeddingError("every embedder failed: " + "; ".join(errors))
+        # Transient: with both failing at least one is a remote server, which may answer later.
+        raise EmbeddingError("every embedder failed: " + "; ".join(errors), transient=True)

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from loci.backends import embedders
+from common.backends import embedders
 from retrieval import builds
 from retrieval.builds import Build
 from retrieval.embeddings.base import Embedder, EmbeddingError
@@ -162,5 +162,5 @@ def reset() -> None:
 
 @receiver(setting_changed)
 def _reset_on_setting_change(*, setting, **kwargs):
-    if setting == embedders.settings_name or setting in embedders.reads:  # as loci.backends does for embedders
+    if setting == embedders.settings_name or setting in embedders.reads:  # as common.backends does for embedders
         reset()

@@ -8,6 +8,9 @@ import openai
 
 from retrieval.embeddings.base import EmbeddingError, batches, check_texts, empty, normalise_rows
 
+# The server did not answer, was busy or failed on its side: the same request later may succeed.
+TRANSIENT_ERRORS = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+
 
 class OpenAICompatEmbedder:
     """Embeddings from a remote OpenAI-compatible server, in batches, validated and L2-normalised."""
@@ -70,7 +73,8 @@ class OpenAICompatEmbedder:
         try:
             response = self._client.embeddings.create(model=self.model, input=inputs, encoding_format="float")
         except openai.OpenAIError as exc:
-            raise EmbeddingError(f"embedding request to {self.base_url or 'OpenAI'} failed: {exc}") from exc
+            raise EmbeddingError(f"embedding request to {self.base_url or 'OpenAI'} failed: {exc}",
+                                 transient=isinstance(exc, TRANSIENT_ERRORS)) from exc
         data = sorted(response.data or [], key=lambda item: item.index)
         if [item.index for item in data] != list(range(len(inputs))):
             raise EmbeddingError(f"the server returned {len(data)} embeddings for {len(inputs)} inputs")

@@ -7,7 +7,7 @@ re-exports all three.
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from loci.metrics import metered_embedder
+from common.metrics import metered_embedder
 from retrieval.embeddings.base import Embedder
 from retrieval.embeddings.cache import CachedEmbedder, EmbeddingCache
 from retrieval.embeddings.failover import FailoverEmbedder

@@ -3,10 +3,11 @@
 Where each part lives:
 - `engines`  — the engine calls: leaf tasks with deadlines, joined in the request thread;
 - `flat`     — the keyword and vector methods;
-- `hybrid`   — the five mRAG stages, each a function named for it;
+- `hybrid`   — the five mRAG stages, each a function named for it (the expander: `mrag`);
+- `scoring`  — how hybrid scores an episode, a fact and its relevance: the whole formula, then its terms;
 - `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
 - `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
-- retrieval.agentic — agentic search, over `Run.hybrid`.
+- `agentic`  — agentic search, over `Run.hybrid`.
 """
 
 import time
@@ -14,10 +15,10 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from loci import metrics
-from loci.dates import resolve_relative_dates
+from common import metrics
+from common.dates import resolve_relative_dates
 from retrieval import results, warmup
-from retrieval.agentic import agentic_search
+from retrieval.search.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items

@@ -2,7 +2,8 @@
 
 Stage 1 gains the episodes of the facts that name an entity of the query (scored by dense and
 BM25 like every recalled episode); every recalled episode and scored fact that names one gains
-`MRAG_ENTITY_WEIGHT` times its entity score, shown as `scores["entity"]` in the "why" view.
+`MRAG_ENTITY_WEIGHT` times its entity score (search/scoring.py's `boosted`), shown as
+`scores["entity"]` in the "why" view.
 """
 
 from dataclasses import replace
@@ -11,7 +12,7 @@ from django.conf import settings
 
 from entities.lookup import EntityRecall, recall
 from retrieval.backends.base import IndexFilter
-from retrieval.mrag import Candidate
+from retrieval.search.mrag import Candidate
 
 
 def entity_recall(query: str, base: IndexFilter) -> EntityRecall | None:
@@ -32,21 +33,3 @@ def pulled_in(fuse, engines, base: IndexFilter, recalled: list[Candidate], found
     known = {e.id for e in recalled}
     new = [i for i in entity_episodes(found) if i not in known]
     return fuse(engines, replace(base, kinds=("episode",), ids=tuple(new)), len(new)) if new else []
-
-
-def boosted(candidates: list[Candidate], scores: dict[str, float]) -> list[Candidate]:
-    for c in candidates:
-        if "entity" in c.scores:  # boosted once, however often a stage reads it
-            continue
-        s = scores.get(c.id, 0.0)
-        c.scores["entity"] = s
-        c.score += settings.MRAG_ENTITY_WEIGHT * s
-    return candidates
-
-
-def boosted_facts(score_facts, found: EntityRecall):
-    """Stage 3's fact scorer with each fact's entity score added (a fact that names the entity asked about)."""
-    def scorer(episode_ids):
-        return {e: boosted(facts, found.facts) for e, facts in score_facts(episode_ids).items()}
-
-    return scorer

@@ -1,10 +1,10 @@
 """Hybrid search: the five mRAG stages of DESIGN.md, each found here by its name.
 
 1. `coarse_recall` — episodes by dense and BM25 together (and, beside them, facts and chunks),
-   fused by `fuse`; `episodes_of_facts` adds the episodes whose facts matched the question, and
+   fused by `fuse` (scored by search/scoring.py, which holds the whole formula); `episodes_of_facts` adds the episodes whose facts matched the question, and
    the entity channel (search/entity_recall.py) those whose facts name an entity of the question.
-2.–4. `expand` — retrieval.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
-   their facts (scored by `fact_scorer`), the output order.
+2.–4. `expand` — retrieval.search.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
+   their facts (scored by `fact_scorer`), the output order; then scoring's re-weightings.
 5. rerank — optional, in retrieval.search.search (shared by every method).
 
 Every engine call goes through `Engines`: started as a leaf, joined here, in the request thread.
@@ -21,14 +21,13 @@ from entities.lookup import EntityRecall
 from memory.models import Memory
 from retrieval import results
 from retrieval.backends.base import Hit, IndexFilter
-from retrieval.fusion import logistic_relevance, rrf
-from retrieval.mrag import Candidate, EpisodeExpander, MragParams
+from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 from retrieval.projection import memory_key
 from retrieval.relevance import PROBE_CHARS, cosine_shift, script
 from retrieval.request import SearchRequest
-from retrieval.search import response
+from retrieval.search import response, scoring
 from retrieval.search.engines import Engines
-from retrieval.search.entity_recall import boosted, boosted_facts, entity_episodes, entity_recall, pulled_in
+from retrieval.search.entity_recall import entity_episodes, entity_recall, pulled_in
 
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, and "every row of a filter"
 
@@ -101,19 +100,19 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             episodes += episodes_of_facts(engines, base, episodes, *recall.facts, shifts=shifts)
         if recall.entities is not None:
             pulled = pulled_in(functools.partial(fuse, shifts=shifts), engines, base, episodes, recall.entities)
-            episodes = boosted(episodes + pulled, recall.entities.episodes)
+            episodes = scoring.boosted(episodes + pulled, recall.entities.episodes)
         for e in episodes:
             e.kind = "episode"
         if want_facts:
             score_facts = fact_scorer(engines, base, episodes, facts_of_recalled, shifts)
             if recall.entities is not None:
-                score_facts = boosted_facts(score_facts, recall.entities)
+                score_facts = scoring.boosted_facts(score_facts, recall.entities.facts)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
             if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
-                ranked = weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
+                ranked = scoring.weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
-                ranked = spread_over_messages(scope, ranked, expander, settings.MRAG_FACTS_PER_MESSAGE)
+                ranked = scoring.spread_over_messages(scope, ranked, expander, settings.MRAG_FACTS_PER_MESSAGE)
         else:
             expander, ranked = None, episodes[: req.limit]
         out.update(response.mrag(scope, ranked, expander))
@@ -156,7 +155,7 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
 
 
 def rrf_order(dense: list[Hit], sparse: list[Hit]) -> dict[str, float]:
-    return rrf([[h.id for h in dense], [h.id for h in sparse]], k=settings.MRAG_RRF_K)
+    return scoring.rrf([[h.id for h in dense], [h.id for h in sparse]], k=settings.MRAG_RRF_K)
 
 
 def best(order: dict[str, float], limit: int) -> list[str]:
@@ -192,8 +191,7 @@ def _fused(dense: list[Hit], sparse: list[Hit], cosines_of_missing: list[Hit], l
     shift = shifts(chosen)
     for item_id in chosen:
         c, b = cos.get(item_id, 0.0), bm25.get(item_id, 0.0)
-        score = logistic_relevance(c + shift.get(item_id, 0.0), b, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25,
-                                   settings.MRAG_LR_BIAS)
+        score = scoring.episode_score(c + shift.get(item_id, 0.0), b)
         scores = {"cosine": c, "bm25": b, "rrf": order[item_id], "fused": score}
         if item_id in shift:
             scores["cross_language"] = shift[item_id]
@@ -263,63 +261,12 @@ def expand(expander: EpisodeExpander, episodes: list[Candidate], *, keep_episode
     return ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
 
 
-def spread_over_messages(scope, ranked: list[Candidate], expander: EpisodeExpander, per_message: int
-                         ) -> list[Candidate]:
-    """The same number of results, with at most `per_message` facts said in any one message.
-
-    A long reply yields many similar facts that score alike and, together, fill the list with one
-    message; the best facts of other messages the expansion scored (its `expanded` table) take
-    their places, in score order. Only when none is left do the surplus facts come back.
-    """
-    pool = {c.id: c for c in ranked}
-    for finals in expander.expanded.values():
-        for fact in finals:
-            pool.setdefault(fact.id, fact)
-    memories = results.load_memories(scope, [c.id for c in pool.values() if c.kind == "atomic_fact"])
-    taken: dict[str, int] = {}
-    chosen, surplus = [], []
-    for c in sorted(pool.values(), key=lambda c: c.score, reverse=True):
-        memory = memories.get(c.id)
-        said_in = memory.source_message_ids[0] if memory is not None and memory.source_message_ids else None
-        if said_in is not None and taken.get(said_in, 0) >= per_message:
-            surplus.append(c)
-            continue
-        if said_in is not None:
-            taken[said_in] = taken.get(said_in, 0) + 1
-        chosen.append(c)
-    return (chosen + surplus)[: len(ranked)]
-
-
-def weigh_assistant_facts(scope, ranked: list[Candidate], expander: EpisodeExpander, weight: float
-                          ) -> list[Candidate]:
-    """The same number of results, facts said in an assistant's reply scored × `weight`.
-
-    They compete again with every fact the expansion scored (its `expanded` table), so a user's
-    statement the replies' facts had pushed out can take a freed place."""
-    pool = {c.id: c for c in ranked}
-    for finals in expander.expanded.values():
-        for fact in finals:
-            pool.setdefault(fact.id, fact)
-    memories = results.load_memories(scope, [c.id for c in pool.values() if c.kind == "atomic_fact"])
-    replies = results.assistant_messages(scope, [m for m in memories.values() if m.source_message_ids])
-    weighed = []
-    for c in pool.values():
-        memory = memories.get(c.id)
-        said_in = (memory.user_id, memory.session_id, memory.source_message_ids[0]) if (
-            memory is not None and memory.source_message_ids) else None
-        if said_in in replies:
-            c = replace(c, score=c.score * weight, scores={**c.scores, "assistant_weight": weight})
-        weighed.append(c)
-    return sorted(weighed, key=lambda c: c.score, reverse=True)[: len(ranked)]
-
-
 def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,
                 shifts=NO_SHIFTS):
     """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
     in one dense and one BM25 call (both filtered to those episodes), or taken from `hits` (their
     result, from `prefetch_recalled`), so each expansion round reads a table instead of querying
-    the engines again. Fact score = logistic(cosine, BM25) with the facts' own weights
-    (MRAG_FACT_*): a sentence scores differently from a summary."""
+    the engines again. Each fact's score is `scoring.fact_score`."""
     if hits is None:
         flt = replace(base, kinds=("atomic_fact",), parent_ids=tuple(e.id for e in episodes))
         engines.start_embedding()
@@ -334,8 +281,7 @@ def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], 
         if not parent:
             continue
         b = bm25.get(hit.id, 0.0)
-        score = logistic_relevance(hit.score + shift.get(hit.id, 0.0), b, settings.MRAG_FACT_W_COS,
-                                   settings.MRAG_FACT_W_BM25, settings.MRAG_FACT_BIAS)
+        score = scoring.fact_score(hit.score + shift.get(hit.id, 0.0), b)
         scores = {"cosine": hit.score, "bm25": b, "fused": score}
         if hit.id in shift:
             scores["cross_language"] = shift[hit.id]

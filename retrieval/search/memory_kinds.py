@@ -19,7 +19,7 @@ from django.db.models.functions import Cast
 from memory.models import Memory
 from retrieval import results
 from retrieval.backends.base import IndexFilter
-from retrieval.fusion import logistic_relevance, rrf
+from retrieval.search.scoring import fact_score, rrf
 
 # A plan whose window has passed still answers "what did she plan?", but below what holds now:
 # halving its fused relevance moves it under any comparably relevant live item.
@@ -116,8 +116,7 @@ def _has_rows(flt: IndexFilter, kind: str) -> bool:
 
 
 def _relevance(cosine: float, bm25: float) -> float:
-    return logistic_relevance(cosine, bm25, settings.MRAG_FACT_W_COS, settings.MRAG_FACT_W_BM25,
-                              settings.MRAG_FACT_BIAS)
+    return fact_score(cosine, bm25)
 
 
 def profile_item(memory: Memory, score: float | None = None) -> dict:

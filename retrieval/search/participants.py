@@ -1,6 +1,6 @@
 """A search scoped to one participant of a group chat (filters.participant) prefers what is theirs.
 
-Nothing is left out: the participant's personal episodes (ingest.conversation.group_episodes) and
+Nothing is left out: the participant's personal episodes (conversations.group_episodes) and
 the facts they stated (their subject, or their name as the statement's speaker) gain
 PARTICIPANT_BONUS relevance (capped at 1), so they rank above the group's account of the same turn.
 """

@@ -19,11 +19,10 @@ LoCoMo); hybrid stays the default.
 
 from dataclasses import replace
 
-from django.conf import settings
 
 from memory.models import Memory
 from retrieval.backends.base import Hit, IndexFilter
-from retrieval.fusion import logistic_relevance
+from retrieval.search.scoring import fact_score
 from retrieval.request import SearchRequest
 from retrieval.search import response
 from retrieval.search.engines import Engines
@@ -85,8 +84,7 @@ def _anchor_costs(engines: Engines, flt: IndexFilter, dense: list[Hit], sparse: 
     if missing:  # exact cosines for the keyword-only anchors
         cos.update({h.id: h.score for h in engines.dense(replace(flt, ids=tuple(missing)), len(missing), floor=-1.0)})
     bm25 = {h.id: h.score for h in sparse}
-    return {i: 1.0 - logistic_relevance(cos.get(i, 0.0), bm25.get(i, 0.0), settings.MRAG_FACT_W_COS,
-                                        settings.MRAG_FACT_W_BM25, settings.MRAG_FACT_BIAS) for i in {*cos, *bm25}}
+    return {i: 1.0 - fact_score(cos.get(i, 0.0), bm25.get(i, 0.0)) for i in {*cos, *bm25}}
 
 
 def _parents(fact_ids: list[str]) -> dict[str, str]:

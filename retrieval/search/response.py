@@ -1,11 +1,11 @@
 """The response shape of a search (shared/DESIGN.md): ranked candidates hydrated into items.
 
 Only what is shown is loaded from the database, in one query per kind. Each item's `score` is its
-calibrated relevance (retrieval.relevance); the method's own scores stay in `scores`.
+calibrated relevance (search/scoring.py's `relevance`); the method's own scores stay in `scores`.
 """
 
 from retrieval import results
-from retrieval.relevance import calibrated
+from retrieval.search.scoring import relevance
 
 NESTED_FACTS = 3  # an episode no fact displaced shows its best few facts as supporting detail
 
@@ -21,18 +21,18 @@ def mrag(scope, ranked, expander) -> dict:
         if memory is None:
             continue
         if c.kind == "atomic_fact":
-            facts.append(results.fact_item(memory, calibrated("mrag", c.score), c.scores))
+            facts.append(results.fact_item(memory, relevance("mrag", c.score), c.scores))
         else:
             scored = expander.expanded.get(c.id, []) if expander else []
-            nested = [results.fact_item(memories[f.id], calibrated("mrag", f.score), f.scores)
+            nested = [results.fact_item(memories[f.id], relevance("mrag", f.score), f.scores)
                       for f in scored[:NESTED_FACTS] if f.id in memories]
-            episodes.append(results.episode_item(memory, calibrated("mrag", c.score), c.scores, nested))
+            episodes.append(results.episode_item(memory, relevance("mrag", c.score), c.scores, nested))
     return {"episodes": episodes, "facts": facts}
 
 
 def chunks(scope, candidates, *, expand_context: bool) -> list[dict]:
     loaded = results.load_chunks(scope, [c.id for c in candidates])
-    return [results.chunk_item(loaded[c.id], calibrated("chunk", c.score), c.scores, expand_context=expand_context)
+    return [results.chunk_item(loaded[c.id], relevance("chunk", c.score), c.scores, expand_context=expand_context)
             for c in candidates if c.id in loaded]
 
 

@@ -1,6 +1,6 @@
 """The present and the past in a question about a user's memory (issue 28).
 
-A superseded fact leaves the indexes (projection.py), but the episode it came from still tells the
+A superseded fact leaves the indexes (retrieval/projection/), but the episode it came from still tells the
 old value in its summary: "Where do I work now?" found the episode of the old job beside the fact of
 the new one. So, after ranking:
 - a question about the present ("now", "currently", "现在", "目前") weighs down an episode holding a

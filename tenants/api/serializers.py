@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from loci.api_fields import STRICT_TEXT_FIELDS
+from common.api_fields import STRICT_TEXT_FIELDS
 from tenants.models import KnowledgeBase, Tenant
 
 

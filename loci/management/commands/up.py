@@ -10,13 +10,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
-from loci import metrics
-from loci.backends import DEFAULT_ALIAS, vector_indexes
+from common import metrics
 from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval import vector_upgrade
-from retrieval.backends.milvus import MilvusVectorIndex
+from retrieval.backends import local_servers
 from retrieval.embeddings import identity
-from retrieval.milvus_lite import ensure_server, release
 from retrieval.projection import refill_empty_keyword_index
 from tenants.forwarded import untrusted_forwarding_notice
 
@@ -30,8 +28,8 @@ WORKER_START_SECONDS = 180
 
 
 class Command(BaseCommand):
-    help = ("Start the web server and Celery workers together (and a Milvus Lite server when selected), restart "
-            "any that crashes or stops making progress; Ctrl-C or SIGTERM stops all of them.")
+    help = ("Start the web server and Celery workers together (and an index's local server, such as Milvus Lite, "
+            "when selected), restart any that crashes or stops making progress; Ctrl-C or SIGTERM stops all of them.")
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=settings.LOCI_HOST, help="default: LOCI_HOST")
@@ -53,15 +51,10 @@ class Command(BaseCommand):
         upgrade = vector_upgrade.notice()  # indexed on Milvus Lite before the embedded default
         if upgrade:
             self.stdout.write(self.style.WARNING(upgrade))
-        lite_path = None
-        # The default alias as the backend handler reads it (a settings module may name aliases);
-        # every build of it shares its Milvus Lite file, so one server serves them all.
-        options = vector_indexes.options(DEFAULT_ALIAS)
-        if not options.get("uri") and options.get("lite_path") and _is_milvus(vector_indexes.backend(DEFAULT_ALIAS)):
-            # Before the children, which then find it (and register as its users) instead of racing to start it.
-            lite_path = options["lite_path"]
-            uri = ensure_server(lite_path, options["lite_port"] or None)
-            self.stdout.write(f"Milvus Lite: {uri} ({lite_path})")
+        # A backend's own local server (Milvus Lite), before the children, which then find it.
+        servers = local_servers()
+        for server in servers:
+            self.stdout.write(server.start())
         refilled = refill_empty_keyword_index()
         if refilled:  # after an upgrade that changed the keyword analysis: its new index starts empty
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
@@ -82,11 +75,10 @@ class Command(BaseCommand):
                 return
             stopping = True
             supervisor.stop_all(STOP_SECONDS)
-            if lite_path:
-                # After the children: it stops now unless another process (a `manage.py ingest` run
-                # beside up) still uses it, and then stops when that one exits.
-                if not release(lite_path):
-                    self.stdout.write("Milvus Lite: stops when the last process still using it exits")
+            for server in servers:  # after the children
+                said = server.stop()
+                if said:
+                    self.stdout.write(said)
             self.stdout.write("Loci stopped.")
             sys.exit(0)
 
@@ -162,10 +154,6 @@ def _warn_of_untrusted_proxy(command) -> bool:
 def _forget_heartbeat(child) -> None:
     if child.spec.worker_hostname:
         worker_liveness.forget(child.spec.worker_hostname)
-
-
-def _is_milvus(backend) -> bool:
-    return isinstance(backend, type) and issubclass(backend, MilvusVectorIndex)
 
 
 def _browser_url(host: str, port: int) -> str:

@@ -1,0 +1,256 @@
+"""Profile items from statements, by rule (English and Chinese): what a fact says about a person.
+
+Pure functions, no database: `items_in(text, speaker, names)` reads one fact (first person "I"/"我"
+is its speaker; a named participant is themselves), `interests_in` the recurring-interest topics it
+touches. conversations/profiles.py folds them into stored profiles; bench/profiles.py scores them.
+"""
+
+import re
+from dataclasses import dataclass
+
+# Categories holding one value at a time: a newer value supersedes the older ("moved to Shanghai"
+# replaces "lives in Beijing"). The others accumulate (two pets, many likes).
+SINGLE_VALUED = ("name", "location", "occupation")
+# A like and a dislike of the same thing contradict each other: the newer wins.
+OPPOSITES = {"preference": "dislike", "dislike": "preference"}
+MAX_VALUE_WORDS = 6
+# A like or a goal whose object is a clause ("how it shows…", "that Melanie chose…") names no thing.
+# A goal worth a profile names a step in someone's life ("adopt kids", "open a dance studio"); the
+# rest of what people "want to" do in a chat is a wish of the moment ("help people", "make that
+# happen", "join in"): those were most of the rules' wrong items on LoCoMo 0-1 (bench/profiles.py).
+_GOAL_VERBS = re.compile(
+    r"^(?:adopt|become|open|start|buy|move|learn|study|build|write|publish|travel|visit|get|finish|launch|own|run|"
+    r"go|return|pursue|train|compete|apply|graduate|retire|marry|teach|perform|record|release|save|try|take|have|"
+    r"earn|complete|climb|hike|see|enter|expand|grow|sell|create (?:an?|their|my|his|her) (?!safe))\b", re.I)
+# A habit's verb is an action, not "is", "has", "feels" (those are states, read by other rules).
+_NOT_HABIT = re.compile(r"^(?:is|am|are|was|were|has|have|had|feels?|seems?|gets?|does)\b", re.I)
+_VAGUE = re.compile(r"^(?:how|that|what|when|where|why|it|its|this|these|those|both|all|see|make|being)\b", re.I)
+
+_FAMILY = (r"husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|sons|daughter|daughters|kids|children|"
+           r"mom|mum|mother|dad|father|parents|sister|sisters|brother|brothers|grandma|grandmother|grandpa|"
+           r"grandfather|grandparents|cousin|aunt|uncle|family")
+_PETS = r"dog|dogs|cat|cats|puppy|puppies|kitten|pup|bird|parrot|hamster|rabbit|bunny|fish|turtle|horse|guinea pig"
+_OWNED = (r"car|house|home|bike|bicycle|motorcycle|guitar|piano|violin|camera|laptop|boat|apartment|condo|"
+          r"telescope|kayak|tent|van|truck|garden|studio|bakery|shop|store|business")
+_JOBS = (r"teacher|nurse|doctor|engineer|developer|programmer|designer|artist|painter|writer|author|musician|"
+         r"singer|chef|baker|lawyer|accountant|counselor|counsellor|therapist|student|scientist|researcher|"
+         r"manager|consultant|photographer|firefighter|police officer|officer|pilot|dancer|coach|trainer|"
+         r"veterinarian|vet|mechanic|carpenter|farmer|entrepreneur|ceo|founder|volunteer|mom|dad|parent")
+# Adverbs of an update between the subject and its verb ("I now work at…", "I just moved to…").
+_NOW = r"(?:(?:now|currently|still|just|recently|finally|already|officially) )*"
+_HABIT = (r"(?:every (?:single )?(?:morning|day|night|evening|afternoon|week|weekend|monday|tuesday|wednesday|thursday|"
+          r"friday|saturday|sunday)|each (?:morning|day|night|evening|week)|daily|on weekends)")
+_END = r"(?=$|[.,!?;:()]|\s(?:and|but|because|so|which|who|since|when|with|to help|for)\b|\s-)"
+_VALUE = r"(?P<v>[^.,!?;:()]{2,60}?)" + _END
+
+
+@dataclass(frozen=True)
+class RuleItem:
+    subject: str
+    category: str
+    value: str
+
+    @property
+    def key(self) -> str:
+        return re.sub(r"[\W_]+", " ", self.value.lower()).strip()
+
+
+def _who(names: list[str]) -> str:
+    alternatives = [re.escape(n) for n in sorted({*names, *(n.split()[0] for n in names if n)}, key=len, reverse=True)
+                    if n]
+    return r"(?P<who>I|" + "|".join(alternatives) + r")" if alternatives else r"(?P<who>I)"
+
+
+def _pos(names: list[str]) -> str:
+    alternatives = [re.escape(n) + r"['’]s" for n in sorted({*names, *(n.split()[0] for n in names if n)},
+                                                             key=len, reverse=True) if n]
+    # "their"/"his"/"her": the extractor writes "Melanie is lucky to have their husband" for "my husband".
+    return r"(?P<who>[Mm]y|[Tt]heir|[Hh]is|[Hh]er|" + "|".join(alternatives) + r")"
+
+
+def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
+    w, p = _who(names), _pos(names)
+    be = r"(?:\s(?:is|am|was|has been|have been)|\s?['’]m)"
+    rules = [
+        ("name", rf"\b{p} name is (?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("location", rf"\b{w} {_NOW}(?:lives?|living|am living|is living|resides?) in "
+                     rf"(?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
+        ("location", rf"\b{w} {_NOW}(?:moved|relocated|am moving|is moving|'m moving|"
+                     rf"have moved|has moved) to (?P<v>(?:the )?[A-Z][\w-]+(?:,? [A-Z][\w-]+){{0,2}})"),
+        ("origin", rf"\b{p} (?:home ?country|home ?town|native country|birthplace),? (?:is )?"
+                   rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("origin", rf"\b{w}{be} (?:originally )?from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("origin", rf"\b{w} (?:grew up|was born) in (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("origin", rf"\b{w} moved from (?P<v>(?:the )?[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("occupation", rf"\b{w} (?:works?|am working|is working|worked) as (?:an? )?{_VALUE}"),
+        ("occupation", rf"\b{w}{be} (?:now )?(?:an? |the )(?P<v>(?:[\w-]+ )?(?:{_JOBS}))\b"),
+        ("occupation", rf"\b{p} (?:job|career|work|profession) (?:is|as) (?:an? )?{_VALUE}"),
+        ("occupation", rf"\b{w} {_NOW}(?:works?|am working|is working|started working|began working) (?:at|for) "
+                       rf"(?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+        ("occupation", rf"\b{w} {_NOW}(?:got|landed|started|took|accepted|began) (?:a |an |my |their |his |her )?"
+                       rf"(?:new )?(?:job|position|role) (?:at|with) (?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+        # A trip ahead ("I'm going to Japan next month"): a goal with a place, the window is foresight's.
+        ("goal", rf"\b{w}{be} {_NOW}(?:going|travell?ing|flying|heading) (?:back )?to "
+                 rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        ("goal", rf"\b{w}{be}? {_NOW}(?:planning|planned|booked|taking) (?:a |an |my |their )?(?:\w+ )?"
+                 rf"(?P<v>(?:trip|vacation|holiday|visit) to [A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
+        # A habit ("I walk Mochi every morning"): what someone does regularly, as they said it.
+        ("habit", rf"\b{w} (?:usually |always |often )?(?P<v>[a-z]+s? (?:[\w'-]+ ){{0,5}}?{_HABIT})\b"),
+        ("family", rf"\b{p} (?P<v>(?:{_FAMILY}))\b"),
+        ("family", rf"\b{p} (?:{_FAMILY}) and (?:my |their |his |her )?(?P<v>(?:{_FAMILY}))\b"),
+        ("family", rf"\b{w}{be} (?P<v>married|engaged|divorced|single|a (?:mom|mother|dad|father|parent))\b"),
+        ("family", rf"\b{w} (?:has|have) (?P<v>(?:a|an|one|two|three|four|\d) (?:{_FAMILY}))\b"),
+        ("pet", rf"\b{p} (?:new |pet |little |two |three )?(?P<v>(?:{_PETS})(?:,? (?:named |called )?[A-Z][a-z]+)?)\b"),
+        # "we got another cat named Bailey": the speaker's household.
+        ("pet", rf"\b(?:{w}|(?P<we>[Ww]e)) (?:also |just )?(?:has|have|got|adopted|am adopting|is adopting) "
+                rf"(?:a |an |two |three |another )?(?:new |pet )?"
+                rf"(?P<v>(?:{_PETS})(?: (?:named|called) [A-Z][a-z]+)?)\b"),
+        ("possession", rf"\b{w} (?:just )?(?:bought|got|owns?|has|have) (?:a |an |my |her |his )?(?:new |own )?"
+                       rf"(?P<v>(?:[\w-]+ )?(?:{_OWNED}))\b"),
+        ("dislike", rf"\b{w} (?:really )?(?:hates?|dislikes?|can't stand|cannot stand|don't like|doesn't like|"
+                    rf"does not like|do not like|am not a fan of|is not a fan of|detests?) {_VALUE}"),
+        ("preference", rf"\b{w} (?:really |absolutely |just |also )?(?:loves?|likes?|enjoys?|adores?|"
+                       rf"(?:is|am|was) (?:really )?(?:into|passionate about|a (?:big |huge )?fan of|fond of|"
+                       rf"keen on)) {_VALUE}"),
+        ("preference", rf"\b{p} favou?rite (?P<v>[\w ]{{2,30}}? (?:is|are) [^.,!?;]{{2,40}}?){_END}"),
+        ("goal", rf"\b{w} (?:really )?(?:wants?|hopes?|dreams? of|plans?|wish(?:es)?|would love|'d love|"
+                 rf"am hoping|is hoping|aims?|am determined|is determined) to {_VALUE}"),
+        ("goal", rf"\b{p} (?:goal|dream|aim|plan) is to {_VALUE}"),
+    ]
+    return [(c, re.compile(r)) for c, r in rules]
+
+
+_ZH_RULES = [
+    ("name", re.compile(r"我(?:叫|的名字是)(?P<v>[\u4e00-\u9fff]{2,4})")),
+    ("location", re.compile(r"我(?:现在|目前)?(?:住在|生活在|定居在?)(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!的了]|$)")),
+    ("location", re.compile(r"我(?:已经|刚|最近)?搬(?:到|去)了?(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!了住]|$)")),
+    ("origin", re.compile(r"我(?:来自|是)(?P<v>[\u4e00-\u9fff]{2,6}?)人(?:[，。！,.!]|$)")),
+    ("occupation", re.compile(r"我是(?:一名|一个|一位)(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!]|$)")),
+    ("occupation", re.compile(r"我(?:现在|目前|已经)?(?:换到了?|跳槽到了?|入职了?)(?P<v>[\u4e00-\u9fff\w]{2,12}?)"
+                              r"(?:工作|上班|公司)?(?:了)?(?:[，。！,.!]|$)")),
+    ("occupation", re.compile(r"我(?:现在|目前|已经)?(?:在(?P<v>[\u4e00-\u9fff\w]{2,12}?)工作)")),
+    ("occupation", re.compile(r"我的(?:工作|职业)是(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!]|$)")),
+    ("family", re.compile(r"我(?:的)?(?P<v>老公|老婆|丈夫|妻子|儿子|女儿|孩子|妈妈|爸爸|母亲|父亲|姐姐|妹妹|哥哥|弟弟|爷爷|奶奶|外婆|外公)")),
+    ("pet", re.compile(r"我(?:家)?(?:的|养了|养的)(?:一只|一条|两只)?(?P<v>小?(?:狗|猫|兔子|鹦鹉|仓鼠|金鱼))")),
+    ("possession", re.compile(r"我(?:刚)?买了(?:一辆|一台|一套|一个|一把)(?:新)?(?P<v>[\u4e00-\u9fff]{1,4}?)(?:[，。！,.!]|$)")),
+    ("dislike", re.compile(r"我(?:很|非常|特别)?(?:不喜欢|讨厌|受不了)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
+    ("preference", re.compile(r"我(?:很|非常|特别|最)?(?:喜欢|热爱|爱)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
+    ("goal", re.compile(r"我(?:下个?月|下周|明年|今年|这个?周末|月底|年底)?(?:打算|计划|准备|要)(?P<v>去[\u4e00-\u9fff\w]{2,8}?"
+                        r"(?:旅行|旅游|玩|出差|度假))(?:[，。！,.!]|$)")),
+    ("habit", re.compile(r"我(?P<v>(?:每天|每晚|每周[一二三四五六日天]?|每个周末|周末|平时)(?:早上|晚上|下午)?(?:都|经常|总是)?(?:要|会)?"
+                         r"[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
+    ("goal", re.compile(r"我的(?:目标|梦想)是(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
+    ("goal", re.compile(r"我(?:希望|梦想|想要)(?:将来|以后)?(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
+]
+
+# Recurring interests: topics whose words recur across a person's facts (a cluster by topic term).
+# Plain alternations (no \b, which PostgreSQL's regex reads as a backspace): also a database iregex.
+INTERESTS = {
+    "painting": r"paint(?:s|ed|ing)?|canvas|watercolou?r|画画|绘画|油画",
+    "pottery": r"pottery|ceramics?|clay|陶艺",
+    "music": r"music|guitar|violin|piano|sing(?:ing)?|song|concert|音乐|吉他|钢琴|唱歌",
+    "reading": r"reading|books?|novel|读书|看书|小说",
+    "running": r"running|marathon|jog(?:ging)?|跑步|马拉松",
+    "hiking": r"hik(?:e|es|ed|ing)|trail|徒步|爬山",
+    "camping": r"camping|campfire|campsite|露营",
+    "swimming": r"swim(?:ming)?|游泳",
+    "photography": r"photograph(?:y|s|ing)?|camera|摄影|拍照",
+    "cooking": r"cook(?:ing)?|bak(?:e|ing)|recipe|烹饪|做饭|烘焙",
+    "travel": r"travel(?:l?ing)?|trip|旅行|旅游",
+    "gardening": r"garden(?:ing)?|flowers?|plants?|园艺|种花",
+    "yoga": r"yoga|meditat(?:e|ion)|瑜伽|冥想",
+    "dance": r"danc(?:e|ing)|跳舞|舞蹈",
+    "sports": r"soccer|football|basketball|tennis|baseball|volleyball|足球|篮球|网球",
+    "gaming": r"video games?|gaming|游戏",
+    "volunteering": r"volunteer(?:ing|ed)?|charity|志愿",
+    "activism": r"lgbtq|advoca(?:cy|te)|activis[mt]|pride",
+    "art": r"art show|artwork|art class|sculpt(?:ure|ing)|drawing|艺术",
+    "writing": r"writ(?:e|ing)|poetry|poems?|写作|诗",
+}
+_INTEREST_PATTERNS = {label: re.compile(rf"(?:{words})", re.I) for label, words in INTERESTS.items()}
+
+
+def clean(text: str) -> str:
+    """The statement the fact makes: without the "X asked: …?" it carries and the date stamp it ends with."""
+    text = re.sub(r"^\s*[\w .'-]{1,40} asked: [^?]*\?\s*", "", text)
+    text = re.sub(r"^\s*[\w .'-]{1,40}: ", "", text) if re.match(r"^\s*[\w .'-]{1,40}: ", text) else text
+    return re.sub(r"\s*[（(][^()（）]*\d{4}[^()（）]*[)）]", "", text).strip()
+
+
+def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
+    """The profile items one statement states, each about the person it names (or its speaker)."""
+    text = clean(text)
+    found: list[RuleItem] = []
+    if re.search(r"[\u4e00-\u9fff]", text):
+        # The extractor writes the speaker's name for 我 ("李雷住在北京"): read each named person as 我.
+        readings = [(speaker, text)] + [(n, text.replace(n, "我")) for n in {speaker, *names} if n and n in text]
+        for subject, reading in readings:
+            for category, pattern in _ZH_RULES:
+                for m in pattern.finditer(reading):
+                    found.append(RuleItem(subject, category, m.group("v").strip()))
+        return _distinct(found)
+    for category, pattern in _rules_for(tuple(sorted({speaker, *names} - {""}))):
+        for m in pattern.finditer(text):
+            who = m.group("who") or ("I" if m.groupdict().get("we") else "")
+            if who.lower() in ("i", "my"):
+                subject = speaker
+            elif who.lower() in ("their", "his", "her"):
+                subject = _last_named(text[:m.start()], names or [speaker]) or speaker
+            else:
+                subject = _full_name(who.removesuffix("'s").removesuffix("’s"), names or [speaker])
+            value = _trim(m.group("v"), 12 if category == "habit" else MAX_VALUE_WORDS)
+            if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
+                continue
+            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value):
+                continue
+            if category == "habit" and _NOT_HABIT.match(value):
+                continue
+            if category == "goal" and value[:1].isupper():
+                value = f"travel to {value}"  # a trip's place: "wants to travel to Japan"
+            if category == "family" and value.lower() == "family":
+                continue  # "my family" says nothing about who is in it
+            if subject and value:
+                found.append(RuleItem(subject, category, value))
+    return _distinct(found)
+
+
+def interests_in(text: str) -> list[str]:
+    text = clean(text)
+    return [label for label, pattern in _INTEREST_PATTERNS.items() if pattern.search(text)]
+
+
+_cache: dict[tuple, list] = {}
+
+
+def _rules_for(names: tuple[str, ...]):
+    if names not in _cache:
+        if len(_cache) > 256:
+            _cache.clear()
+        _cache[names] = _english_rules(list(names))
+    return _cache[names]
+
+
+def _last_named(before: str, names: list[str]) -> str:
+    """The participant named last before a possessive pronoun: whose "their husband" it is."""
+    spots = [(before.rfind(n.split()[0]), n) for n in names if n and n.split()[0] in before]
+    return max(spots)[1] if spots else ""
+
+
+def _full_name(who: str, names: list[str]) -> str:
+    return next((n for n in names if n == who or n.split()[0] == who), who)
+
+
+def _trim(value: str, most: int = MAX_VALUE_WORDS) -> str:
+    words = value.strip(" '\"-").split()
+    while words and words[-1].lower() in ("the", "a", "an", "to", "of", "my", "and", "so", "really", "very"):
+        words.pop()
+    return " ".join(words[:most])
+
+
+def _distinct(items: list[RuleItem]) -> list[RuleItem]:
+    seen, out = set(), []
+    for item in items:
+        if (item.subject, item.category, item.key) not in seen:
+            seen.add((item.subject, item.category, item.key))
+            out.append(item)
+    return out

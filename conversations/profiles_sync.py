@@ -1,0 +1,122 @@
+"""Profiles follow their facts: a deleted, disabled or edited fact re-derives the profile items that cite it.
+
+Receivers of the memory model's own signals (connected in IngestConfig.ready), so every path is
+covered without each calling us: the API's memory and session deletes, PATCH, the Django admin,
+`manage.py delete`, an episode's delete taking its facts along. The
+receivers only note ids; once the transaction commits, one callback per transaction re-derives each
+user's profile in a transaction of its own (profiles.forget_facts, and update_profiles for an edited
+or re-enabled fact, asking the LLM first when one is configured), then indexes what changed and
+deletes, with a history row, the items left with no fact. It reads the database, not the instances,
+so running it twice changes nothing more. Extraction's own writes (bulk_create, update, a fact
+superseded by a newer one) send no such signal and are handled where they happen.
+"""
+
+import logging
+
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
+
+from entities.actions import link_memories
+from conversations.profiles import forget_facts, plan_profiles, update_profiles
+from memory.curation import delete_memories
+from memory.models import Memory
+from retrieval.projection import index_memories
+from tenants.models import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+ACTOR = "profile-sync"
+
+
+def fact_deleted(sender, instance: Memory, **kwargs):
+    if instance.kind != Memory.Kind.ATOMIC_FACT or not instance.user_id:
+        return
+    key = (instance.tenant_id, instance.kb_id, instance.user_id)
+    _note(lambda sync: sync.deleted.setdefault(key, set()).add(str(instance.pk)))
+
+
+def fact_saved(sender, instance: Memory, created: bool, update_fields=None, **kwargs):
+    # An edit (text) or a status set by a curator; a fact superseded by extraction keeps its items,
+    # which extraction supersedes itself.
+    if created or instance.kind != Memory.Kind.ATOMIC_FACT or not instance.user_id:
+        return
+    if update_fields is not None and not {"text", "status"} & set(update_fields):
+        return
+    if instance.status == Memory.Status.SUPERSEDED:
+        return
+    _note(lambda sync: sync.changed.add(str(instance.pk)))
+
+
+class _Sync:
+    def __init__(self):
+        self.deleted: dict[tuple[int, int, str], set[str]] = {}
+        self.changed: set[str] = set()
+        self.done = False
+
+    def __call__(self):
+        self.done = True
+        try:
+            sync_profiles(self.deleted, self.changed)
+        except Exception:  # the delete or edit itself committed; the next one touching these items repairs them
+            log.exception("re-deriving profiles after a delete or edit failed")
+
+
+def _note(add) -> None:
+    """Add to this transaction's one callback (a rolled-back transaction drops it with its notes);
+    outside a transaction the change is already committed, so re-derive now."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        sync = _Sync()
+        add(sync)
+        sync()
+        return
+    for _, fn, _ in connection.run_on_commit:
+        if isinstance(fn, _Sync) and not fn.done:
+            add(fn)
+            return
+    sync = _Sync()
+    add(sync)
+    transaction.on_commit(sync)
+
+
+def sync_profiles(deleted: dict[tuple[int, int, str], set[str]], changed: set[str]) -> None:
+    """Re-derive the profiles these deleted and changed facts bear on. Idempotent."""
+    facts = list(Memory.objects.filter(pk__in=changed, kind=Memory.Kind.ATOMIC_FACT).select_related("kb"))
+    groups: dict[tuple[int, int, str], list[Memory]] = {}
+    for fact in facts:
+        groups.setdefault((fact.tenant_id, fact.kb_id, fact.user_id), []).append(fact)
+    live_kbs = {kb.pk: kb for kb in KnowledgeBase.objects.filter(pk__in={k for _, k, _ in {*deleted, *groups}})}
+    for key in {*deleted, *groups}:
+        tenant_id, kb_id, user_id = key
+        kb = live_kbs.get(kb_id)
+        if kb is None:
+            continue  # the KB went with its profiles
+        edited = groups.get(key, [])
+        active = [f for f in edited if f.status == Memory.Status.ACTIVE]
+        # The model is asked before the transaction, as a flush does.
+        proposed = plan_profiles(kb, user_id, [(f.metadata.get("subject", ""), f.text) for f in active])
+        _sync_user(kb, user_id, deleted.get(key, set()), edited, active, proposed)
+
+
+def _sync_user(kb, user_id: str, deleted: set[str], edited: list[Memory], active: list[Memory], proposed) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        folded = update_profiles(kb, active, actor=ACTOR, now=now, proposed=proposed)
+        keep = {m.pk for m in folded.written if set(m.metadata.get("fact_ids", [])) & {str(f.pk) for f in active}}
+        gone = deleted | {str(f.pk) for f in edited}
+        forgot = forget_facts(kb.tenant_id, kb.pk, user_id, gone, actor=ACTOR, now=now, keep=keep)
+        # The index rows hold an item's text and status, not its citations: only new items and
+        # changed statuses (each has a history row) are indexed again.
+        moved = {h.memory_id for h in [*folded.history, *forgot.history]} - {d.pk for d in forgot.dropped}
+        written = {m.pk: m for m in [*folded.written, *forgot.written] if m.pk in moved}
+        link_memories([m for m in folded.written if getattr(m, "_adding", False)])
+        if forgot.dropped:
+            delete_memories(forgot.dropped, actor=ACTOR, reason="profile item: every fact it cited is gone")
+        if written:
+            transaction.on_commit(lambda: index_memories(list(written.values())))
+
+
+def connect() -> None:
+    post_delete.connect(fact_deleted, sender=Memory, dispatch_uid="conversations.profiles-fact-deleted")
+    post_save.connect(fact_saved, sender=Memory, dispatch_uid="conversations.profiles-fact-saved")

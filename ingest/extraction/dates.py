@@ -1,6 +1,0 @@
-"""Relative dates made absolute: the resolver lives in `loci.dates`, below every app, since search resolves
-a question's "last Thursday" against its reference time the same way extraction resolves a message's."""
-
-from loci.dates import ResolvedDate, dated, english_day, resolve_relative_dates, resolved_dates, undated
-
-__all__ = ["ResolvedDate", "dated", "english_day", "resolve_relative_dates", "resolved_dates", "undated"]

@@ -1,0 +1,78 @@
+"""Agentic search: hybrid, an LLM sufficiency check, complementary queries, merge, rerank."""
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+
+from retrieval.reranking import rerank_items
+
+log = logging.getLogger(__name__)
+MERGE_LIMIT = 40  # the open EverOS implementation caps the merged pool at 40
+
+SUFFICIENCY_PROMPT = """You judge whether retrieved memories are enough to answer a question.
+Question: {query}
+
+Retrieved memories:
+{memories}
+
+Answer in JSON: {{"is_sufficient": true|false, "reasoning": "...", "missing_information": ["..."],
+"queries": ["2 or 3 complementary search queries that would find what is missing, in the question's language"]}}"""
+
+
+def _check(payload):
+    if not isinstance(payload.get("is_sufficient"), bool):
+        raise ValueError("is_sufficient must be a boolean")
+    queries = payload.get("queries", [])
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise ValueError("queries must be a list of strings")
+
+
+def agentic_search(run) -> tuple[dict, list[str]]:
+    """Returns (response, notes); with no LLM, or when it fails, the answer is hybrid's and a note says so."""
+    from common.llm import LlmError, complete_json, llm_client
+
+    first = run.hybrid()
+    if llm_client() is None:
+        return first, ["No LLM is configured: answered with hybrid search."]
+    items = first["facts"] + first["episodes"]
+    items = rerank_items(run.req.query, items)
+    listing = "\n".join(f"[{i + 1}] {_text(it)}" for i, it in enumerate(items[:15])) or "(nothing found)"
+    try:
+        verdict = complete_json(
+            [{"role": "user", "content": SUFFICIENCY_PROMPT.format(query=run.req.query, memories=listing)}],
+            schema_check=_check,
+        )
+    except LlmError as exc:
+        log.warning("agentic sufficiency check failed: %s", exc)
+        return first, [f"The LLM sufficiency check failed ({exc}): answered with hybrid search."]
+    first["agentic"] = {"round": 1, "is_sufficient": verdict["is_sufficient"], "reasoning": verdict.get("reasoning", ""),
+                        "missing_information": verdict.get("missing_information", [])}
+    if verdict["is_sufficient"]:
+        return first, []
+    queries = [q.strip() for q in verdict.get("queries", []) if q.strip()][:3]
+    if not queries:
+        return first, []
+    with ThreadPoolExecutor(max_workers=len(queries)) as pool:
+        rounds = list(pool.map(lambda q: run.with_query(q).hybrid(), queries))
+    merged = _merge([first, *rounds])
+    merged["agentic"] = {**first["agentic"], "round": 2, "queries": queries}
+    return merged, []
+
+
+def _merge(responses: list[dict]) -> dict:
+    """Union by id keeping each item's best score, capped at MERGE_LIMIT, then reranked by the caller's reranker."""
+    best: dict[tuple[str, str], dict] = {}
+    for response in responses:
+        for key in ("facts", "episodes", "chunks"):
+            for item in response.get(key, []):
+                slot = (key, str(item["id"]))
+                if slot not in best or item["score"] > best[slot]["score"]:
+                    best[slot] = item
+    out = {"facts": [], "episodes": [], "chunks": []}
+    for (key, _), item in sorted(best.items(), key=lambda kv: kv[1]["score"], reverse=True)[:MERGE_LIMIT]:
+        out[key].append(item)
+    return out
+
+
+def _text(item: dict) -> str:
+    return item.get("atomic_fact") or item.get("summary") or item.get("text") or ""
