@@ -74,13 +74,8 @@ class _Runtime:
         hidden = self.file.header.hidden
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
         weights = np.zeros(len(texts), dtype=np.float64)
-        batches = _by_length(windows)
-        if session is None:
-            # A call that fits one batch (a MemCell's facts, its episode, a session's topic lines) is
-            # too small for a second thread to pay: it costs ~9 % more CPU (bench/RESULTS.md, issue 25).
-            session = self.query_session if len(batches) == 1 else self.session
-        for batch in batches:
-            pooled = self.run([w[0] for w in batch], session)
+        for batch in _by_length(windows):
+            pooled = self.run([w[0] for w in batch], session or self.session)
             for (_, index, weight), row in zip(batch, pooled):
                 sums[index] += weight * row
                 weights[index] += weight
