@@ -53,7 +53,7 @@ def raw(method: str, kind: str, item: dict) -> float:
 
 def samples(passages, methods) -> list[dict]:
     """Per question and method: its items [(kind, signal, x, label, text, docs)], in the method's order."""
-    from ingest.models import Document
+    from memory.models import Document
     from retrieval.request import parse_search_request
     from retrieval.search import search
 

@@ -119,7 +119,7 @@ def upload(request):
     scope = console_scope(request, write=True)
     kbs = list(scope.knowledge_bases().order_by("name"))
     chosen = current_kb(request, scope) or (kbs[0] if kbs else None)
-    return render_page(request, scope, "ingest/upload.html", {
+    return render_page(request, scope, "documents/upload.html", {
         "section": "upload", "kbs": kbs, "chosen_kb": chosen, "stages": STAGES,
         "filters": ["all", "queued", "working", "ready", "failed"],
         "max_upload_bytes": settings.LOCI_MAX_UPLOAD_BYTES,
@@ -176,7 +176,7 @@ def document_list(request):
     types = (Document.objects.in_scope(scope).exclude(detected_type="").order_by("detected_type")
              .values_list("detected_type", flat=True).distinct())
     filtered = any(params.get(k) for k in ("status", "type", "q", "from", "to")) or bool(kb_slug)
-    return render_page(request, scope, "ingest/document_list.html", {
+    return render_page(request, scope, "documents/document_list.html", {
         "section": "documents", "page": page, "types": list(types), "statuses": Document.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "", "filtered": filtered,
         "active_statuses": Document.ACTIVE_STATUSES, "sort": sort,
@@ -217,7 +217,7 @@ def document_bulk(request):
                                   "their chunks and their memories.")
         return redirect(back)
     if action == "delete":
-        return render_page(request, scope, "ingest/document_bulk_delete.html",
+        return render_page(request, scope, "documents/document_bulk_delete.html",
                            {"section": "documents", "documents": documents, "next": back})
     messages.warning(request, "Choose Re-run or Delete.")
     return redirect(back)
@@ -249,7 +249,7 @@ def document_detail(request, pk):
         "episode": episodes.get(p.pk),
     } for p in parent_rows]
     orphans = episodes.get(None, [])
-    return render_page(request, scope, "ingest/document_detail.html", {
+    return render_page(request, scope, "documents/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
         "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun and not _permanent_failure(document), "took": _took(document),
         "can_cancel": scope.can_write and document.status in Document.ACTIVE_STATUSES,
@@ -326,7 +326,7 @@ def document_view(request, pk):
         return redirect(f"/documents/{document.pk}/{target}")
     page = request.GET.get("page", "")
     page = int(page) if page.isdigit() and int(page) > 0 else (chunk.page if chunk and chunk.page else 1)
-    return render_page(request, scope, "ingest/document_view.html", {
+    return render_page(request, scope, "documents/document_view.html", {
         "section": "documents", "document": document, "page_number": page,
         "passage": chunk.text if chunk else "", "where": location_label(chunk.location) if chunk else f"p. {page}",
     })
@@ -388,5 +388,5 @@ def document_delete(request, pk):
         messages.success(request, f"Deleted “{name}”, its chunks and its memories.")
         return redirect("console:document-list")
     summary = {"chunks": document.chunks.count(), "memories": document.memories.count()}
-    return render_page(request, scope, "ingest/document_delete.html",
+    return render_page(request, scope, "documents/document_delete.html",
                        {"section": "documents", "document": document, "summary": summary})

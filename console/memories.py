@@ -39,7 +39,7 @@ def memory_list(request):
     if kind == Memory.Kind.EPISODE:
         qs = qs.annotate(fact_total=Count("facts", filter=Q(facts__kind=Memory.Kind.ATOMIC_FACT)))
     page = Paginator(qs.order_by("-created_at", "ordinal"), MEMORIES_PER_PAGE).get_page(params.get("page"))
-    return render_page(request, scope, "ingest/memory_list.html", {
+    return render_page(request, scope, "memories/memory_list.html", {
         "section": "memories", "page": page, "kind": kind, "status": status, "statuses": Memory.Status.values,
         "kbs": scope.knowledge_bases().order_by("name"), "kb_slug": kb_slug or "",
         "user_id": who["user_id"], "session_id": who["session_id"],
@@ -61,7 +61,7 @@ def memory_history_page(request, pk):
     memory = Memory.objects.in_scope(scope).select_related("kb", "document").filter(pk=pk).first()
     if not rows and memory is None:
         raise Http404("No such memory.")
-    return render_page(request, scope, "ingest/memory_history.html", {
+    return render_page(request, scope, "memories/memory_history.html", {
         "section": "memories", "memory": memory, "memory_id": pk,
         "entries": [history_entry(row) for row in reversed(rows)],  # newest first, as a reader scans it
     })
@@ -85,7 +85,7 @@ def memory_edit(request, pk):
         else:
             messages.success(request, "Saved; the memory is re-indexed and the change is in its history.")
             return redirect("console:memory-history", pk=memory.pk)
-    return render_page(request, scope, "ingest/memory_edit.html", {
+    return render_page(request, scope, "memories/memory_edit.html", {
         "section": "memories", "memory": memory, "form": form,
         "superseded": memory.status == Memory.Status.SUPERSEDED,
     }, status=400 if form.errors else 200)

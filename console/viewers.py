@@ -40,17 +40,17 @@ def show_original(request, scope, document, chunk):
     kind = document.detected_type
     try:
         if kind in SHEET_TYPES:
-            template, context = "ingest/viewer_sheet.html", _sheet_context(request, document, chunk)
+            template, context = "documents/viewer_sheet.html", _sheet_context(request, document, chunk)
         elif kind in SLIDE_TYPES and request.GET.get("rendered"):
-            template, context = "ingest/document_view.html", _rendered_slide_context(request, document, chunk)
+            template, context = "documents/document_view.html", _rendered_slide_context(request, document, chunk)
         elif kind in SLIDE_TYPES:
-            template, context = "ingest/viewer_slides.html", _slides_context(request, document, chunk)
+            template, context = "documents/viewer_slides.html", _slides_context(request, document, chunk)
         elif kind in CUE_TYPES:
-            template, context = "ingest/viewer_cues.html", _cues_context(request, document, chunk)
+            template, context = "documents/viewer_cues.html", _cues_context(request, document, chunk)
         else:
-            template, context = "ingest/viewer_email.html", _email_context(document, chunk)
+            template, context = "documents/viewer_email.html", _email_context(document, chunk)
     except UnreadableOriginal as exc:
-        template, context = "ingest/viewer_unreadable.html", {"reason": str(exc)}
+        template, context = "documents/viewer_unreadable.html", {"reason": str(exc)}
     # The viewer's own place (a row, a cue) is more precise than the chunk's label; the label otherwise.
     where = context.get("where") or (location_label(chunk.location) if chunk else "")
     context.update(section="documents", document=document, chunk=chunk, where=where)

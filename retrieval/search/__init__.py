@@ -76,7 +76,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     limit = req.limit
     if late_interaction.applies(req.query, req.method):  # the stage reorders a wider candidate list
         req = replace(req, top_k=late_interaction.candidates(limit))
-    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
+    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         run = Run.start(scope, req)
         notes = []
         if req.method == "agentic":
@@ -86,6 +86,10 @@ def search(scope: Scope, req: SearchRequest) -> dict:
             response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):
             late_interaction.rescore(req.query, response, limit)
+        # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
+        add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+        response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+    cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
@@ -103,8 +107,6 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
-    add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-    response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
     if req.filters.get("participant"):
         prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
@@ -121,6 +123,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         "min_relevance": floor,
         "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
+        "cpu_ms": round(cpu_seconds * 1000, 1),
     }
     if req.query != asked:
         response["query"]["searched_as"] = req.query

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from common.once import once
 from retrieval import builds
 from retrieval.backends import cpu_deadline, keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
@@ -33,8 +34,6 @@ ENGINE_NAMES = {"embedder": "the embedding model", "vector": "the vector index",
 # Threads per engine. Milvus Lite answers one search at a time, so more vector threads only queue
 # there; the keyword index and the embedder release the GIL in C.
 _POOL_SIZES = {"embedder": 4, "vector": 8, "keyword": 8}
-_pools: dict[str, ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
 
 
 class EngineError(Exception):
@@ -84,7 +83,7 @@ class CpuBudget:
 
     def check(self, engine: str) -> None:
         used = self.used()
-        if used > self.seconds:
+        if 0 < self.seconds < used:
             raise OverCpuBudget(engine, f"Search stopped: it used {used:.2f} CPU-seconds, more than the "
                                         f"{self.seconds:g} allowed (SEARCH_CPU_BUDGET_SECONDS); narrow the "
                                         "query or its filters.")
@@ -94,10 +93,11 @@ _local = threading.local()
 
 
 class cpu_budget:
-    """`with cpu_budget(seconds):` around one search in the request thread; 0 means no budget."""
+    """`with cpu_budget(seconds) as budget:` around one search in the request thread; 0 means no budget
+    (the CPU is still measured: `budget.used()`, which LOCI_SEARCH_CPU_PER_MINUTE charges)."""
 
     def __init__(self, seconds: float):
-        self.budget = CpuBudget(seconds) if seconds > 0 else None
+        self.budget = CpuBudget(seconds)
 
     def __enter__(self):
         self.outer, _local.budget = getattr(_local, "budget", None), self.budget
@@ -118,7 +118,8 @@ def _metered(engine: str, fn):
 
     def run(*args, **kwargs):
         started = time.thread_time()
-        cpu_deadline.set(started + max(0.0, budget.seconds - budget.leaves))
+        if budget.seconds > 0:
+            cpu_deadline.set(started + max(0.0, budget.seconds - budget.leaves))
         try:
             return fn(*args, **kwargs)
         finally:
@@ -129,10 +130,8 @@ def _metered(engine: str, fn):
 
 
 def _pool(engine: str) -> ThreadPoolExecutor:
-    with _pools_lock:
-        if engine not in _pools:
-            _pools[engine] = ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}")
-        return _pools[engine]
+    return once(("retrieval.search.engines", "pool", engine),
+                lambda: ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}"))
 
 
 @dataclass
