@@ -124,6 +124,7 @@ def main(argv=None):
 
     from django.conf import settings
     from django.db import transaction
+    from django.test import override_settings
 
     from bench.flat import FlatBM25, dense_top
     from bench.harness import make_scope
@@ -175,15 +176,17 @@ def main(argv=None):
 
         multilingual.model().rerank("warm", ["up"])
     for method in args.methods.split(","):
-        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
-        # "hybrid+ml": the multilingual rescoring stage on (SEARCH_MULTILINGUAL_RERANK) for this method only.
-        base, _, stage = method.partition("+")
-        settings.SEARCH_MULTILINGUAL_RERANK = stage == "ml"
+        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL);
+        # "+late": with the late-interaction stage (SEARCH_LATE_INTERACTION), off in every other method.
+        base, *stages = method.split("+")
+        # "+ml": the multilingual rescoring stage (SEARCH_MULTILINGUAL_RERANK), off in every other method.
+        settings.SEARCH_MULTILINGUAL_RERANK = "ml" in stages
         spent = time.process_time()
         for q in questions:
-            response = search(scope, parse_search_request({"query": q["question"], "method": base,
-                                                          "top_k": args.top_k, "rerank": stage == "rerank",
-                                                          "memory_types": args.memory_types.split(",")}))
+            with override_settings(SEARCH_LATE_INTERACTION="late" in stages):
+                response = search(scope, parse_search_request({"query": q["question"], "method": base,
+                                                              "top_k": args.top_k, "rerank": "rerank" in stages,
+                                                              "memory_types": args.memory_types.split(",")}))
             items = merged_items(response)
             score(method, q, [(item_text(it), item_documents(it)) for it in items],
                   [f"{kind_of(it)} {it['score']:.3f}" for it in items])

@@ -31,7 +31,8 @@ STAGES = [
     ("alpha", "weight of the fact score in the final blend"),
     ("final", "α·fact + (1−α)·episode"),
     ("hybrid_relevance", "hybrid's calibrated relevance, before late interaction"),
-    ("late_interaction", "ColBERT MaxSim of the query's and the item's tokens (English)"),
+    ("late_interaction", "ColBERT MaxSim of the query's tokens and its best English source's (message, chunk)"),
+    ("covered", "× this: the facts above already cite all its messages"),
     ("rerank", "the reranker's score"),
 ]
 METHOD_HELP = {

