@@ -144,6 +144,11 @@ def main() -> int:
         else:
             wanted = str(matched[answer[1]].pk) if answer[1] in matched else None
         rows.append({"q": question, "kind": answer[0], "hit": bool(items) and items[0]["id"] == wanted})
+        # The same question judged on the one order across every kind (facts, episodes, profiles too).
+        first = min((it for key in ("facts", "episodes", "chunks", "agent_memory", "profiles") for it in body.get(key, [])),
+                    key=lambda it: it.get("rank", 99), default=None)
+        rows.append({"q": question, "kind": f"{answer[0]} (rank 1 of every kind)",
+                     "hit": first is not None and first["id"] == wanted})
     by_kind: dict[str, list[bool]] = {}
     for row in rows:
         by_kind.setdefault(row["kind"], []).append(row["hit"])

@@ -114,13 +114,17 @@ def main(argv=None):
     parser.add_argument("--memory-types", default="episode,atomic_fact,chunk",
                         help="what each search asks for (the console's default: all three)")
     parser.add_argument("--dump", help="write every question's ranks and first items to this JSON file")
+    parser.add_argument("--var-dir", help="keep the data in this directory (default: a fresh temporary one)")
+    parser.add_argument("--reuse", action="store_true", help="with --var-dir: ask the documents a previous run ingested")
     args = parser.parse_args(argv)
     questions, same_as = load_questions(Path(args.questions))
     os.environ.setdefault("LLM_DISABLED", "1")  # the embedded stack without an LLM: the deterministic extractor
-    setup_django()
+    setup_django(args.var_dir)
     logging.disable(logging.WARNING)
 
+    from django.conf import settings
     from django.db import transaction
+    from django.test import override_settings
 
     from bench.flat import FlatBM25, dense_top
     from bench.harness import make_scope
@@ -135,8 +139,15 @@ def main(argv=None):
     scope, kb = make_scope("docqa", "docqa")
     started = time.perf_counter()
     document_of = {}
+    existing = {}
+    if args.reuse:
+        for pk, filename in Document.objects.filter(kb=kb, status="ready").order_by("pk").values_list("pk", "filename"):
+            existing.setdefault(filename, pk)
     for source in dict.fromkeys(q["source"] for q in questions):
         path = DOCS / source
+        if path.name in existing:
+            document_of[source] = existing[path.name]
+            continue
         with path.open("rb") as fh, transaction.atomic():
             document_of[source] = ingest_document(scope, kb, fh, path.name).document.pk
     ingest_seconds = time.perf_counter() - started
@@ -160,14 +171,22 @@ def main(argv=None):
             for (text, docs), ok, kind in zip(ranked[:3], answering, list(kinds) + [""] * 3)]}
 
     cpu_ms = {}
+    if "+ml" in args.methods:  # build/load the reranker outside the timing
+        from retrieval.search import multilingual
+
+        multilingual.model().rerank("warm", ["up"])
     for method in args.methods.split(","):
-        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL).
-        base, _, stage = method.partition("+")
+        # "hybrid+rerank": the same method with the rerank stage asked for (RERANK_* / RERANK_MULTILINGUAL);
+        # "+late": with the late-interaction stage (SEARCH_LATE_INTERACTION), off in every other method.
+        base, *stages = method.split("+")
+        # "+ml": the multilingual rescoring stage (SEARCH_MULTILINGUAL_RERANK), off in every other method.
+        settings.SEARCH_MULTILINGUAL_RERANK = "ml" in stages
         spent = time.process_time()
         for q in questions:
-            response = search(scope, parse_search_request({"query": q["question"], "method": base,
-                                                          "top_k": args.top_k, "rerank": stage == "rerank",
-                                                          "memory_types": args.memory_types.split(",")}))
+            with override_settings(SEARCH_LATE_INTERACTION="late" in stages):
+                response = search(scope, parse_search_request({"query": q["question"], "method": base,
+                                                              "top_k": args.top_k, "rerank": "rerank" in stages,
+                                                              "memory_types": args.memory_types.split(",")}))
             items = merged_items(response)
             score(method, q, [(item_text(it), item_documents(it)) for it in items],
                   [f"{kind_of(it)} {it['score']:.3f}" for it in items])

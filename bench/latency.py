@@ -63,6 +63,18 @@ def questions() -> list[str]:
 
 
 LATE = "hybrid+late-interaction"  # hybrid with the late-interaction stage on (its vectors stored as ingestion does)
+COVERAGE = "hybrid+coverage"  # hybrid with the coverage stage alone (SEARCH_COVERED_WEIGHT 0.5: a wider candidate list)
+BOTH = "hybrid+late-interaction+coverage"
+LATE_100 = "hybrid+late-interaction@100"  # the stage rescoring 100 candidates instead of 30
+LATE_20 = "hybrid+late-interaction@20"
+STAGES = {LATE: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0},
+          COVERAGE: {"SEARCH_LATE_INTERACTION": False, "SEARCH_COVERED_WEIGHT": 0.5},
+          BOTH: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 0.5},
+          LATE_100: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0,
+                     "SEARCH_LATE_INTERACTION_CANDIDATES": 100},
+          LATE_20: {"SEARCH_LATE_INTERACTION": True, "SEARCH_COVERED_WEIGHT": 1.0,
+                    "SEARCH_LATE_INTERACTION_CANDIDATES": 20}}
+OFF = {"SEARCH_LATE_INTERACTION": False, "SEARCH_COVERED_WEIGHT": 1.0}  # every other method: the stages off
 
 
 def populate(size: int, texts: list[str], vectors: np.ndarray, scope, kb, rng, token_vectors: bool = False) -> None:
@@ -153,7 +165,7 @@ def measure(scope, queries: list[str], methods, answers: dict | None = None) -> 
     for q in queries:
         for method in methods:
             forget_queries()
-            with override_settings(SEARCH_LATE_INTERACTION=method == LATE):
+            with override_settings(**STAGES.get(method, OFF)):
                 t0, c0 = time.perf_counter(), time.process_time()
                 found = search(scope, parse_search_request({"query": q, "method": method.split("+")[0], "top_k": 10}))
                 times[method].append((time.perf_counter() - t0) * 1000)
@@ -167,8 +179,9 @@ def measure(scope, queries: list[str], methods, answers: dict | None = None) -> 
     out = {name: {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)} for name, t in times.items()}
     if "hybrid" in out and "vector" in out:
         out["hybrid / vector"] = {q: round(out["hybrid"][q] / out["vector"][q], 2) for q in ("p50", "p95")}
-    if "hybrid" in out and LATE in out:
-        out["late-interaction / hybrid"] = {q: round(out[LATE][q] / out["hybrid"][q], 2) for q in ("p50", "p95")}
+    for staged in STAGES:
+        if "hybrid" in out and staged in out:
+            out[f"{staged} / hybrid"] = {q: round(out[staged][q] / out["hybrid"][q], 2) for q in ("p50", "p95")}
     out["process CPU ms per search"] = {m: {"p50": round(percentile(t, 50), 1), "p95": round(percentile(t, 95), 1)}
                                         for m, t in cpu.items()}
     out["load average (1 min) before, after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
@@ -235,7 +248,7 @@ def _run(args):
         scope, kb = make_scope("latency", "latency")
         t0 = time.perf_counter()
         if not kept:
-            populate(size - total, picked, vectors, scope, kb, rng, token_vectors=LATE in args.methods.split(","))
+            populate(size - total, picked, vectors, scope, kb, rng, token_vectors=bool({LATE, BOTH, LATE_100, LATE_20} & set(args.methods.split(","))))
         total = size
         load_seconds = time.perf_counter() - t0
         measure(scope, qs[:20], args.methods.split(","))  # warm-up: jieba, model, page cache

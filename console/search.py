@@ -11,12 +11,15 @@ from memory.models import Document
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
+from retrieval.search.ranking import LISTS
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
 SCOPE_FIELDS = ("user_id", "agent_id", "group_id", "run_id", "metadata")  # the form's scope and metadata filters
 DOCUMENT_CHOICES = 300  # the document filter lists the most recent ready documents
+KIND_OF_LIST = {"episodes": "episode", "facts": "fact", "chunks": "chunk", "agent_memory": "case",
+                "profiles": "profile"}
 # The "why" view: each stage in pipeline order, with what it measures.
 STAGES = [
     ("bm25", "BM25 keyword relevance over jieba-segmented text"),
@@ -28,7 +31,8 @@ STAGES = [
     ("alpha", "weight of the fact score in the final blend"),
     ("final", "α·fact + (1−α)·episode"),
     ("hybrid_relevance", "hybrid's calibrated relevance, before late interaction"),
-    ("late_interaction", "ColBERT MaxSim of the query's and the item's tokens (English)"),
+    ("late_interaction", "ColBERT MaxSim of the query's tokens and its best English source's (message, chunk)"),
+    ("covered", "× this: the facts above already cite all its messages"),
     ("rerank", "the reranker's score"),
 ]
 METHOD_HELP = {
@@ -127,19 +131,25 @@ def _decorate(response: dict, terms: list[str]) -> dict:
         _item(fact, fact.get("atomic_fact", ""), terms)
     for chunk in response.get("chunks", []):
         _item(chunk, chunk.get("text", ""), terms)
-    response["count"] = sum(len(response.get(k, [])) for k in ("episodes", "facts", "chunks"))
+    for other in response.get("agent_memory", []) + response.get("profiles", []):
+        _item(other, other.get("text", ""), terms)
+    response["count"] = sum(len(response.get(k, [])) for k in LISTS)
     response["ranked"] = ranked(response)
     return response
 
 
+def _kind(key: str, item: dict) -> str:
+    """The label a result shows: its list's, or an agent case's or skill's own."""
+    return {"agent_case": "case", "agent_skill": "skill"}.get(item.get("memory_type"), KIND_OF_LIST[key])
+
+
 def ranked(response: dict) -> list[dict]:
-    """Episodes, facts and chunks as one list in the order the API ranks them, each with its kind.
+    """Episodes, facts, chunks, agent cases and skills and profile items as one list in the order the API ranks them, each with its kind.
 
     Items carry `rank` when the search ranked across kinds itself; otherwise they are mixed by score
     (the sort is stable, so equal scores keep the API's order within a kind).
     """
-    items = [dict(item, kind=kind) for key, kind in (("episodes", "episode"), ("facts", "fact"), ("chunks", "chunk"))
-             for item in response.get(key, [])]
+    items = [dict(item, kind=_kind(key, item)) for key in LISTS for item in response.get(key, [])]
     if items and all(isinstance(item.get("rank"), int) for item in items):
         return sorted(items, key=lambda item: item["rank"])
     return sorted(items, key=lambda item: -float(item.get("score") or 0.0))

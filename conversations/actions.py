@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from entities.actions import link_memories
 from conversations.agent_cases import agent_case_memories, is_tool_message
+from conversations.agent_cases_llm import plan_case
 from conversations.boundaries import boundary_detector
 from conversations.consolidation import FactPlan, Recent, plan_facts
 from conversations.foresight import foresight_memories, plan_foresight
@@ -210,6 +211,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
     plans = plan_facts(kb, user_id, texts, vectors, recent, [f.subject or "" for f in facts],
                        [f.note for f in facts], agent_id=first.agent_id) if texts else []
     future = plan_foresight(messages, [speaker(m) for m in messages])
+    case = plan_case(messages)  # tool calls in the MemCell: what the agent did (the model's, when configured)
     # The model's profile items (None: the rules'), asked here, outside the transaction, for the facts
     # _write_facts will create, in its order (duplicates of stored facts create none).
     proposed = plan_profiles(kb, user_id, [(facts[p.index].subject or "", texts[p.index])
@@ -234,7 +236,7 @@ def extract_segment(scope: Scope, kb: KnowledgeBase, messages: list[Message], *,
             foresight = foresight_memories(episode, future, attributed)
             inherit_scope(foresight, episode)
             Memory.objects.bulk_create(foresight)
-            cases = agent_case_memories(episode, messages)  # tool calls in the MemCell: what the agent did
+            cases = agent_case_memories(episode, case)
             Memory.objects.bulk_create(cases)
             cluster_cases(cases, actor=scope.actor)
             personal = personal_episodes(episode, messages, created, speaker)  # a team chat: one per person

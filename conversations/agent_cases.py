@@ -13,8 +13,11 @@ or an assistant message whose content is an OpenAI-style function call (`{"tool_
   phrases in its last turn), errors in tool results (and a recovery when a later call of the same
   tool succeeded), and the person's feedback after the request (thanks / "still broken").
 
-Deterministic: phrase lists in English and Chinese, no model. A task spread over two MemCells yields
-two cases; a MemCell with two tasks yields one case (the first request).
+Deterministic: phrase lists in English and Chinese, no model. With an LLM configured, the model writes
+the task, steps, outcome and evidence of a MemCell these rules found to be a case
+(agent_cases_llm.py; plan_case); the quality is the same function of the evidence either way. A
+task spread over two MemCells yields two cases; a MemCell with two tasks yields one case (the first
+request).
 """
 
 import json
@@ -72,6 +75,7 @@ class Case:
     evidence: list[dict] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     message_ids: list[str] = field(default_factory=list)
+    mode: str = "deterministic"  # "llm" when the model wrote it (agent_cases_llm)
 
     def text(self) -> str:
         """The case as one searchable statement: the task leads, as questions name it."""
@@ -236,13 +240,12 @@ def case_memory(episode: Memory, case: Case) -> Memory:
         tenant_id=episode.tenant_id, kb_id=episode.kb_id, kind=Memory.Kind.AGENT_CASE, parent=episode, ordinal=0,
         text=text, topic=case.task[:300], source_message_ids=case.message_ids, user_id=episode.user_id,
         session_id=episode.session_id, segment_id=episode.segment_id, occurred_at=episode.occurred_at,
-        extraction_mode="deterministic", content_hash=Memory.hash_text(text), metadata=case.metadata(),
+        extraction_mode=case.mode, content_hash=Memory.hash_text(text), metadata=case.metadata(),
         agent_id=episode.agent_id, group_id=episode.group_id, run_id=episode.run_id,
         user_metadata=dict(episode.user_metadata or {}),
     )
 
 
-def agent_case_memories(episode: Memory, messages: list[Message]) -> list[Memory]:
+def agent_case_memories(episode: Memory, case: Case | None) -> list[Memory]:
     """[the MemCell's agent case memory], or [] when the MemCell is not an agent working on a task."""
-    case = extract_case(messages)
     return [case_memory(episode, case)] if case is not None else []

@@ -71,6 +71,10 @@ _EN = [
     ("favourite", False, rf"^{_S}['’]s (?:new |current |all-time )?favou?rite (?P<k>[\w -]{{1,40}}?) (?:is|are) {_O}"),
     ("favourite", False, rf"^{_S}['’]s (?:new |current |all-time )?favou?rite (?P<k>[\w -]{{1,40}}?),? "
                          rf"(?P<o>[A-Z][\w'’&.-]*(?: [A-Z][\w'’&.-]*){{0,4}})"),
+    # Obsessed with a named thing is the favourite of its kind ("obsessed with Kansas City Masterpiece BBQ
+    # sauce"; LongMemEval 44_18bc8abd's update of "their favorite BBQ sauce, Sweet Baby Ray's").
+    ("favourite", False, rf"^{_S} (?:is|has been|got) (?:totally |really |so )?(?:obsessed with|hooked on|crazy about) "
+                         rf"(?P<o>[A-Z][\w'’&.-]*(?: [A-Z][\w'’&.-]*){{0,4}}(?: [a-z][\w-]*){{0,2}})"),
     ("wakes_up", False, rf"^{_S} (?:wakes up|likes to wake up|has been waking up|is waking up|gets up|"
                         rf"usually wakes up|tends to wake up|wake up) (?:at |around |by )+"
                         rf"(?P<o>\d{{1,2}}(?::\d{{2}})?\s*(?:am|pm|a\.m\.|p\.m\.)?)"),
@@ -140,6 +144,9 @@ _QUOTES = re.compile(r"[\"“”]")
 # Where a statement may start: the beginning, or after an interjection closed by ":", "!" or ",".
 _LEAD_IN = re.compile(r"^|[:：!！]\s*|^[A-Za-z ]{2,20},\s*")
 _ZH_LEAD = re.compile(r"^(?:其实|不过|但是|另外|而且|所以|因为|嗯|哦|对了|然后|好的)[，,]?")
+_JOINT = re.compile(r"(?:,\s*(?:and|but|so|while)|;|\s+and)\s+(?=[A-Z]\w*\s|[a-z]+\s+(?:is|has|was|now|currently)\b)")
+# "their favorite BBQ sauce" in a fact about Alex is Alex's (the first-person rewrite writes "their").
+_OWN_FAVOURITE = re.compile(r"\b(?:their|his|her) (?=(?:new |current |all-time )?favou?rite\b)")
 _LEAD_ADVERB = re.compile(r"^(?:currently|now|these days|nowadays|today|recently|lately|as of now),?\s+", re.I)
 
 
@@ -164,6 +171,12 @@ def claim(text: str) -> Claim | None:
         found = _claim(text[lead_in.end():].strip())
         if found is not None:
             return found
+    # A claim in the second half of a long sentence ("…for quick dinners, and Alex is currently obsessed
+    # with …"): the halves are read in turn when the first claims nothing.
+    for joint in _JOINT.finditer(text):
+        found = _claim(text[joint.end():].strip())
+        if found is not None:
+            return found
     return None
 
 
@@ -178,6 +191,9 @@ def _claim(text: str) -> Claim | None:
         return None
     text = _LEAD_ADVERB.sub("", text)
     text = text[:1].upper() + text[1:]
+    first = re.match(r"[A-Z]\w*", text)
+    if first:
+        text = _OWN_FAVOURITE.sub(f"{first.group(0)}'s ", text)
     # "Alex now works…" / "Alex is currently working…": the adverbs between subject and verb go.
     return _first(_EN_ADVERBS.sub("", text), _EN_RULES, zh=False)
 

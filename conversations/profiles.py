@@ -3,8 +3,8 @@
 A profile item is a memory of kind "profile" (no table of its own): one per (user_id, subject,
 category, value), with a fixed id, its text a sentence ("Caroline lives in Sweden"), its metadata the
 category, value, the facts it was built from and when they were said. Explicit items come from rules
-(profile_rules.items_in); implicit ones are recurring interests: a topic touched by at least
-INTEREST_MIN_FACTS of a person's facts. A newer value of a single-valued category (location,
+(profile_rules.items_in); implicit ones are recurring interests: a topic touched by a person's facts in at least
+INTEREST_MIN_SESSIONS sessions. A newer value of a single-valued category (location,
 occupation, name), or the opposite of a like or dislike, supersedes the older item, with a history row.
 
 `update_profiles` runs inside the MemCell's transaction, on its new facts only: its cost is bounded
@@ -33,8 +33,11 @@ from conversations.profiles_llm import MAX_PROMPT_ITEMS, ProposedItem, llm_profi
 from memory.models import Memory, MemoryHistory
 from memory.ids import memory_uuid
 
-INTEREST_MIN_FACTS = 3  # one or two mentions are small talk; three facts make a recurring interest
+# One or two mentions are small talk, and so is a topic of one chat: an interest recurs, in facts of three
+# sessions (facts alone, three in two sessions, made "art", "running", "gardening" interests on LoCoMo 0-1).
+INTEREST_MIN_SESSIONS = 3
 INTEREST_SAMPLE = 20  # facts cited by an interest item at most
+INTEREST_SCAN = 300  # a person's facts on a topic read to count its sessions (the newest first)
 
 TEMPLATES = {
     "name": "{s}'s name is {v}", "location": "{s} lives in {v}", "origin": "{s} is from {v}",
@@ -103,7 +106,7 @@ def update_profiles(kb, facts: list[Memory], *, actor: str, now,
             if cited:
                 latest = max(cited, key=lambda f: f.occurred_at or now)
                 found.append((p.item, latest, [str(f.pk) for f in cited], "llm", p.kind))
-    found += [(i, f, c, "deterministic", "implicit") for i, f, c in _interests(kb, user_id, facts)]
+    found += [(i, f, c, "deterministic", "implicit") for i, f, c in _interests(kb, user_id, facts, names)]
     if not found:
         return changes
     wanted = {}
@@ -186,26 +189,45 @@ def _set_status(memory: Memory, status: str, by: Memory | None, actor, now, chan
     memory.metadata["superseded_at"] = now.isoformat() if by else None
 
 
-def _interests(kb, user_id: str, facts: list[Memory]) -> list[tuple[RuleItem, Memory, list[str]]]:
-    """Recurring interests the new facts touch: a topic with at least INTEREST_MIN_FACTS facts of the person."""
+def _interests(kb, user_id: str, facts: list[Memory], names: list[str]) -> list[tuple[RuleItem, Memory, list[str]]]:
+    """Recurring interests the new facts touch: a topic of the person's facts in INTEREST_MIN_SESSIONS sessions."""
     touched: dict[tuple[str, str], list[Memory]] = {}
     for fact in facts:
         subject = fact.metadata.get("subject", "")
-        for label in interests_in(fact.text) if subject else ():
+        for label in interests_in(fact.text, subject, names) if subject else ():
             touched.setdefault((subject, label), []).append(fact)
     out = []
     for (subject, label), new in touched.items():
-        words = INTERESTS[label]
-        earlier = list(Memory.objects.filter(
-            tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT, status=Memory.Status.ACTIVE,
-            metadata__subject=subject, text__iregex=words).exclude(pk__in=[f.pk for f in new])
-            .values_list("pk", flat=True)[:INTEREST_SAMPLE])
-        if len(earlier) + len(new) < INTEREST_MIN_FACTS:
+        earlier = _topic_facts(kb.tenant_id, kb.pk, user_id, subject, label, names, {str(f.pk) for f in new})
+        cites = _sample(earlier + [(str(f.pk), f.session_id) for f in new])
+        if not _recurring(cites):
             continue
         latest = max(new, key=lambda f: f.occurred_at or f.created_at)
-        cites = [str(pk) for pk in earlier] + [str(f.pk) for f in new]
-        out.append((RuleItem(subject, "interest", label), latest, cites))
+        out.append((RuleItem(subject, "interest", label), latest, [pk for pk, _ in cites]))
     return out
+
+
+def _topic_facts(tenant_id, kb_id, user_id: str, subject: str, label: str, names, exclude: set[str]) -> list[tuple]:
+    """(id, session) of the person's active facts on the topic, as interests_in reads them (the database's
+    regex finds the candidates; a fact naming another participant does not count)."""
+    rows = Memory.objects.filter(
+        tenant_id=tenant_id, kb_id=kb_id, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT, status=Memory.Status.ACTIVE,
+        metadata__subject=subject, text__iregex=INTERESTS[label]).exclude(pk__in=exclude).order_by("-occurred_at")
+    return [(str(pk), session) for pk, session, text in rows.values_list("pk", "session_id", "text")[:INTEREST_SCAN]
+            if label in interests_in(text, subject, names)]
+
+
+def _sample(cited: list[tuple]) -> list[tuple]:
+    """At most INTEREST_SAMPLE (id, session) citations, one per session first: the sessions are the evidence."""
+    first, rest, seen = [], [], set()
+    for pk, session in cited:
+        (rest if (session or pk) in seen else first).append((pk, session))
+        seen.add(session or pk)
+    return (first + rest)[:INTEREST_SAMPLE]
+
+
+def _recurring(cited: list[tuple]) -> bool:
+    return len({session or pk for pk, session in cited}) >= INTEREST_MIN_SESSIONS
 
 
 def _kind(category: str) -> str:
@@ -233,15 +255,16 @@ def forget_facts(tenant_id: int, kb_id: int, user_id: str, gone: set[str] | None
     hit = [m for m in items.values() if m.pk not in keep and gone & set(m.metadata.get("fact_ids", []))]
     if not hit:
         return changes
+    names = sorted({m.metadata.get("subject", "") for m in items.values()} - {""})
     for m in hit:
         m.metadata["fact_ids"] = [f for f in m.metadata.get("fact_ids", []) if f not in gone]
-        if _counted(m) and len(m.metadata["fact_ids"]) < INTEREST_MIN_FACTS:
-            m.metadata["fact_ids"] = _interest_facts(m, gone)
-    facts = {str(f.pk): f for f in Memory.objects.filter(
-        pk__in={f for m in hit for f in m.metadata["fact_ids"]}).only("id", "occurred_at", "source_message_ids")}
+        if _counted(m):  # a sample: count the sessions again from the facts that are left
+            m.metadata["fact_ids"] = _interest_facts(m, gone, names)
+    facts = {str(f.pk): f for f in Memory.objects.filter(pk__in={f for m in hit for f in m.metadata["fact_ids"]})
+             .only("id", "occurred_at", "source_message_ids", "session_id")}
     for m in hit:
         left = [facts[f] for f in m.metadata["fact_ids"] if f in facts]
-        if not left or (_counted(m) and len(left) < INTEREST_MIN_FACTS):
+        if not left or (_counted(m) and not _recurring([(str(f.pk), f.session_id) for f in left])):
             changes.dropped.append(m)
             continue
         m.metadata["fact_ids"] = [str(f.pk) for f in left]
@@ -267,19 +290,18 @@ def forget_facts(tenant_id: int, kb_id: int, user_id: str, gone: set[str] | None
 
 
 def _counted(item: Memory) -> bool:
-    """An interest the rules counted holds while INTEREST_MIN_FACTS facts do; the model's holds on one."""
+    """An interest the rules counted holds while its facts span INTEREST_MIN_SESSIONS sessions; the model's on one."""
     return item.metadata.get("category") == "interest" and item.extraction_mode != "llm"
 
 
-def _interest_facts(item: Memory, gone: set[str]) -> list[str]:
+def _interest_facts(item: Memory, gone: set[str], names: list[str]) -> list[str]:
     """The active facts of the item's person on its topic, now (an interest's citations are a sample)."""
-    words = INTERESTS.get(item.metadata.get("value", ""))
-    if not words:
+    label = item.metadata.get("value", "")
+    if label not in INTERESTS:
         return item.metadata["fact_ids"]
-    return [str(pk) for pk in Memory.objects.filter(
-        tenant_id=item.tenant_id, kb_id=item.kb_id, user_id=item.user_id, kind=Memory.Kind.ATOMIC_FACT,
-        status=Memory.Status.ACTIVE, metadata__subject=item.metadata.get("subject"), text__iregex=words)
-        .exclude(pk__in=gone).values_list("pk", flat=True)[:INTEREST_SAMPLE]]
+    found = _topic_facts(item.tenant_id, item.kb_id, item.user_id, item.metadata.get("subject", ""), label, names,
+                         set(gone))
+    return [pk for pk, _ in _sample(found)]
 
 
 def _key(value: str) -> str:

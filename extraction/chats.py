@@ -60,7 +60,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
         reference = passage.timestamp or unit.reference_time
         answers = asked if asked and asked.asker != speaker else None
         sentences = _notes_apart(split_sentences(passage.text))
-        for sentence in sentences:
+        for sentence in _stated_in_questions(sentences):
             cleaned = clean(sentence, participants)
             if speaker in assistants and _ASSISTANT_FRAME.match(cleaned.strip()):
                 history.add(cleaned, passage.source_id)
@@ -97,6 +97,27 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], participants: list
             history.add(cleaned, passage.source_id)
         asked = coreference.open_question([clean(s, participants) for s in sentences], speaker, listener,
                                           passage.source_id)
+    return out
+
+
+# A statement told inside a question ("…what time should I start my jog, considering I like to wake up
+# at 7:30 am on Saturdays?", LongMemEval 48_dad224aa): the question is no fact, the reason it gives
+# is one. Only a first-person clause after a conjunction of reason; the rest of the question stays out.
+_STATED_IN_QUESTION = re.compile(
+    r"(?:,|\b)\s*(?:considering(?: that)?|given(?: that)?|since|because|as|now that|seeing as)\s+"
+    r"(?P<s>I(?:'m|'ve|'d| am| have| had| was| usually| always| often| like| love| prefer| need| want| wake| "
+    r"work| live| get| go)\b[^?]{6,160}?)\s*[?]$")
+_ZH_STATED_IN_QUESTION = re.compile(r"(?:考虑到|因为|既然|由于)(?P<s>我[^，。？?！!]{3,60})[，,][^。]*[？?]$")
+
+
+def _stated_in_questions(sentences: list[str]) -> list[str]:
+    """Each sentence, and after a question the first-person statement it gives as its reason."""
+    out = []
+    for sentence in sentences:
+        out.append(sentence)
+        m = _STATED_IN_QUESTION.search(sentence.strip()) or _ZH_STATED_IN_QUESTION.search(sentence.strip())
+        if m:
+            out.append(m.group("s").strip() + ("。" if is_cjk_text(m.group("s")) else "."))
     return out
 
 

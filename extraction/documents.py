@@ -7,6 +7,8 @@ gets the section's title as a prefix; relative dates resolve against the passage
 
 import re
 
+from django.conf import settings
+
 from extraction import coreference, summaries
 from extraction.base import ExtractionUnit, Passage
 from extraction.candidates import TERMINAL, Candidate, as_datetime, clean, is_statement, says_enough
@@ -30,10 +32,11 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
         referents = coreference.DocumentReferents()  # "the company", "该公司", "She" → the name, per passage
+        resolving = getattr(settings, "EXTRACTION_DOCUMENT_COREFERENCE", True)
         for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
                 cleaned = clean(clause)
-                text, resolved = resolve_relative_dates(referents.resolve(cleaned), reference)
+                text, resolved = resolve_relative_dates(referents.resolve(cleaned) if resolving else cleaned, reference)
                 referents.note(cleaned)
                 out.append(
                     Candidate(

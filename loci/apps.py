@@ -1,6 +1,7 @@
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
+from common import sql_in
 from common.sqlite import use_wal
 
 
@@ -15,3 +16,4 @@ class LociConfig(AppConfig):
 
     def ready(self) -> None:
         connection_created.connect(_sqlite_in_wal, dispatch_uid="loci.sqlite_in_wal")
+        sql_in.install()  # a long `__in` list is one parameter: no "too many SQL variables"

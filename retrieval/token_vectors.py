@@ -1,18 +1,30 @@
-"""The late-interaction projection: ColBERT token vectors (int8) of every English memory and chunk.
+"""The late-interaction projection: ColBERT token vectors (int8) of the sources memories are drawn from.
 
 A table of the relational database (retrieval.models.TokenVectors), written beside the vector and
-keyword rows (projection/writes.py), so it is exact across processes with no file to keep in step:
-- written from the same IndexRow text the indexes hold, for the kinds hybrid returns, only when the
-  text is English (`script(text) == "latin"`): Chinese and mixed text is left to the other scores;
-- deleted by every removal (projection/removal.py's delete_everywhere passes its filter here), and by the
-  foreign keys' cascade when the memory, chunk, document, KB or tenant row goes;
+keyword rows (projection/writes.py), so it is exact across processes with no file to keep in step.
+What is encoded is each **source** once: a chat message ("sender: content"), and for a memory that
+cites none and has no document (one made through the API) the memory's own text. A fact or an
+episode is then scored by the best of its sources (retrieval/search/late_interaction.py); documents'
+chunks, facts and episodes are not (they lost on English documents) and keep hybrid's relevance.
+Encoding every fact and episode instead cost +52 % of LoCoMo ingestion CPU (facts and episodes are
+2.2 texts per message); a message is encoded once however many memories cite it, and its MaxSim
+scored better on multi-hop questions (bench/RESULTS.md, "Late interaction … session 9").
+
+- written when a memory row is indexed, only for English text (`script(text) == "latin"`); rows of
+  chunks (written before session 9) are stale to reconcile and go with every delete path as before;
+- deleted by every removal (projection/removal.py's delete_everywhere passes its filter here: a KB,
+  a document, a user's or a session's rows) and by the foreign keys' cascade when the message,
+  memory, chunk, document, KB or tenant row goes;
 - rebuilt by `reindex` (a row whose text and model are unchanged is kept, not re-encoded), checked
-  and repaired by `reconcile` (missing, stale text, another model, rows of inactive memories).
+  and repaired by `reconcile` (missing, stale text, another model, sources no longer wanted).
 Rows carry the model's identity (retrieval/colbert.py `ColbertModel.name`: weights' sha256 and the
 cut): vectors of another model are never read, so a change of model never mixes spaces.
+
+Keys: "memory:<uuid>", "chunk:<pk>" (the index rows' own ids) and "message:<pk>".
 """
 
 import hashlib
+from collections import defaultdict
 from typing import Iterable
 
 import numpy as np
@@ -20,13 +32,15 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from memory.models import Chunk, Memory
+from memory.models import Chunk, Memory, Message
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.models import TokenVectors
 from retrieval.relevance import script
 
 KINDS = ("atomic_fact", "episode", "chunk")
 WRITE_BATCH = 256
+LOOKUP_BATCH = 500  # memories per sources() query: under SQLite's bound-parameter limit
+OWNERS = {"memory": "memory_id", "chunk": "chunk_id", "message": "message_id"}
 
 
 def enabled() -> bool:
@@ -49,117 +63,207 @@ def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _split(row_id: str) -> tuple[str, str]:
-    kind, _, pk = row_id.partition(":")  # memory pks are UUIDs, chunk pks integers: both kept as text
+def message_text(message: Message) -> str:
+    """What is encoded of a message: who said it, then what (a question names the speaker)."""
+    return f"{message.sender_name}: {message.content}" if message.sender_name else message.content
+
+
+def _split(key: str) -> tuple[str, str]:
+    kind, _, pk = key.partition(":")  # memory pks are UUIDs, chunk and message pks integers: all kept as text
     return kind, pk
 
 
-def _owner(row_id: str) -> dict:
-    kind, pk = _split(row_id)
-    return {"memory_id": pk} if kind == "memory" else {"chunk_id": pk}
+def _key(memory_id, chunk_id, message_id) -> str:
+    if memory_id:
+        return f"memory:{memory_id}"
+    return f"chunk:{chunk_id}" if chunk_id else f"message:{message_id}"
 
+
+# --- sources
+
+def sources(memory_pks: Iterable[str]) -> dict[str, list[str]]:
+    """Each memory's source keys: its cited messages; itself if it cites none and has no document (one
+    made through the API). A document's memory has none and keeps hybrid's relevance: on English
+    documents MaxSim of chunks lost first items (a long chunk has a close token for every query token;
+    bench/RESULTS.md, "Late interaction by source messages … session 9"). Two queries for any number
+    of memories (the stage asks this on every search)."""
+    memory_pks = list(memory_pks)
+    out: dict[str, list[str]] = {}
+    by_session: dict[tuple, set[str]] = defaultdict(set)
+    cited: dict[str, tuple] = {}
+    own = set()
+    for pk, kb_id, user_id, session_id, message_ids, document_id in Memory.objects.filter(
+            pk__in=memory_pks).values_list("pk", "kb_id", "user_id", "session_id", "source_message_ids", "document_id"):
+        if message_ids:
+            by_session[(kb_id, user_id, session_id)].update(message_ids)
+            cited[str(pk)] = ((kb_id, user_id, session_id), list(message_ids))
+        elif not document_id:
+            own.add(str(pk))
+        out[str(pk)] = []
+    if by_session:
+        q = Q(pk__in=[])
+        for (kb_id, user_id, session_id), ids in by_session.items():
+            q |= Q(kb_id=kb_id, user_id=user_id, session_id=session_id, message_id__in=ids)
+        found = {(kb_id, user_id, session_id, mid): pk for pk, kb_id, user_id, session_id, mid in
+                 Message.objects.filter(q).values_list("pk", "kb_id", "user_id", "session_id", "message_id")}
+        for pk, (where, ids) in cited.items():
+            out[pk] = [f"message:{found[(*where, m)]}" for m in ids if (*where, m) in found]
+    return {pk: keys or ([f"memory:{pk}"] if pk in own else []) for pk, keys in out.items()}
+
+
+def texts(keys: Iterable[str], own: dict[str, str] | None = None) -> dict[str, str]:
+    """The text each source key stands for (a memory's is its index row's text, from `own`)."""
+    keys = list(keys)
+    pks = defaultdict(list)
+    for key in keys:
+        kind, pk = _split(key)
+        pks[kind].append(pk)
+    out = {}
+    if pks["message"]:
+        for m in Message.objects.filter(pk__in=pks["message"]).only("pk", "sender_name", "content"):
+            out[f"message:{m.pk}"] = message_text(m)
+    if pks["chunk"]:
+        for pk, text in Chunk.objects.filter(pk__in=pks["chunk"]).values_list("pk", "text"):
+            out[f"chunk:{pk}"] = text
+    own = own or {}
+    missing = [pk for pk in pks["memory"] if f"memory:{pk}" not in own]
+    for pk, text in Memory.objects.filter(pk__in=missing).values_list("pk", "text"):
+        out[f"memory:{pk}"] = text
+    out.update({k: v for k, v in own.items() if k in set(keys)})
+    return out
+
+
+def _wanted_sources(rows: list[IndexRow]) -> dict[str, str]:
+    """Source key → text of the English sources these index rows are scored by."""
+    rows = [r for r in rows if r.kind in KINDS]
+    out = {}
+    for start in range(0, len(rows), LOOKUP_BATCH):  # a tenant's reconcile passes all its rows
+        batch = rows[start:start + LOOKUP_BATCH]
+        keys = {k for ks in sources(_split(r.id)[1] for r in batch if r.id.startswith("memory:")).values()
+                for k in ks}
+        out.update(texts(keys, {r.id: r.text for r in batch}))
+    return {k: t for k, t in out.items() if script(t) == "latin"}
+
+
+# --- writes
 
 def write(rows: Iterable[IndexRow]) -> int:
-    """Encode and store the English rows whose vectors are missing or stale; drop the others' vectors."""
+    """Encode and store the English sources of these rows whose vectors are missing or stale."""
     if not enabled():
         return 0
     rows = list(rows)
-    name = model().name
-    english = {r.id: r for r in rows if wanted(r)}
-    other = [r.id for r in rows if r.id not in english]
-    if other:
-        _delete_ids(other)
-    if not english:
+    want = _wanted_sources(rows)
+    # A row scored by its sources, or no longer English (an edit), keeps no vectors of its own.
+    drop = [r.id for r in rows if r.id not in want]
+    if drop:
+        _delete_keys(drop)
+    return _encode_missing(want)
+
+
+def _encode_missing(want: dict[str, str]) -> int:
+    if not want:
         return 0
-    current = set(_present(list(english), name, with_sha=True))
-    todo = [r for r in english.values() if (r.id, text_sha(r.text)) not in current]
+    name = model().name
+    current = set(_present(list(want), name))
+    todo = [(k, t) for k, t in want.items() if (k, text_sha(t)) not in current]
     written = 0
     for start in range(0, len(todo), WRITE_BATCH):
         batch = todo[start:start + WRITE_BATCH]
-        matrices = model().encode_documents([r.text for r in batch])
+        matrices = model().encode_documents([t for _, t in batch])
         written += _store(batch, matrices, name)
     return written
 
 
-def _store(batch: list[IndexRow], matrices, name: str) -> int:
+def _store(batch: list[tuple[str, str]], matrices, name: str) -> int:
     from retrieval.colbert import quantise
 
-    memory_pks = [_split(r.id)[1] for r in batch if r.id.startswith("memory:")]
-    chunk_pks = [_split(r.id)[1] for r in batch if r.id.startswith("chunk:")]
+    pks = defaultdict(list)
+    for key, _ in batch:
+        kind, pk = _split(key)
+        pks[kind].append(pk)
     with transaction.atomic():
         # Only rows whose owner is still there: a memory deleted while we encoded gets no vectors.
-        live_memories = {str(pk) for pk in Memory.objects.select_for_update().filter(pk__in=memory_pks)
+        live = set()
+        for kind, manager in (("memory", Memory.objects), ("chunk", Chunk.objects), ("message", Message.objects)):
+            if pks[kind]:
+                live |= {f"{kind}:{pk}" for pk in manager.select_for_update().filter(pk__in=pks[kind])
                          .values_list("pk", flat=True)}
-        live_chunks = {str(pk) for pk in Chunk.objects.select_for_update().filter(pk__in=chunk_pks)
-                       .values_list("pk", flat=True)}
-        keep = [(r, m) for r, m in zip(batch, matrices)
-                if _split(r.id)[1] in (live_memories if r.id.startswith("memory:") else live_chunks)]
-        owners = _owners_q([r.id for r, _ in keep])
+        keep = [(k, t, m) for (k, t), m in zip(batch, matrices) if k in live]
+        owners = _owners_q([k for k, _, _ in keep])
         if owners is not None:
             TokenVectors.objects.filter(owners, model=name).delete()
         TokenVectors.objects.bulk_create([
-            TokenVectors(**_owner(r.id), model=name, text_sha=text_sha(r.text), tokens=len(m),
-                         data=quantise(m).tobytes()) for r, m in keep])
+            TokenVectors(**{OWNERS[_split(k)[0]]: _split(k)[1]}, model=name, text_sha=text_sha(t), tokens=len(m),
+                         data=quantise(m).tobytes()) for k, t, m in keep])
     return len(keep)
 
 
-def _owners_q(ids: list[str]) -> Q | None:
-    memories = [_split(i)[1] for i in ids if i.startswith("memory:")]
-    chunks = [_split(i)[1] for i in ids if i.startswith("chunk:")]
-    if not memories and not chunks:
+def _owners_q(keys: list[str]) -> Q | None:
+    pks = defaultdict(list)
+    for key in keys:
+        kind, pk = _split(key)
+        if kind in OWNERS:
+            pks[kind].append(pk)
+    if not pks:
         return None
-    return Q(memory_id__in=memories) | Q(chunk_id__in=chunks)
+    q = Q(pk__in=[])
+    for kind, values in pks.items():
+        q |= Q(**{f"{OWNERS[kind]}__in": values})
+    return q
 
 
-def _present(ids: list[str], name: str, *, with_sha: bool = False):
-    q = _owners_q(ids)
+def _present(keys: list[str], name: str) -> list[tuple[str, str]]:
+    q = _owners_q(keys)
     if q is None:
         return []
-    rows = TokenVectors.objects.filter(q, model=name).values_list("memory_id", "chunk_id", "text_sha")
-    out = []
-    for memory_id, chunk_id, sha in rows:
-        key = f"memory:{memory_id}" if memory_id else f"chunk:{chunk_id}"
-        out.append((key, sha) if with_sha else key)
-    return out
+    return [(_key(mem, chunk, msg), sha) for mem, chunk, msg, sha in
+            TokenVectors.objects.filter(q, model=name).values_list("memory_id", "chunk_id", "message_id", "text_sha")]
 
 
-def load(ids: list[str], name: str) -> dict[str, np.ndarray]:
-    """Stored int8 token matrices of these index ids (rows of `name` only)."""
-    q = _owners_q(ids)
+def load(keys: list[str], name: str) -> dict[str, np.ndarray]:
+    """Stored int8 token matrices of these source keys (rows of `name` only)."""
+    q = _owners_q(keys)
     if q is None:
         return {}
     out = {}
-    for memory_id, chunk_id, tokens, data in TokenVectors.objects.filter(q, model=name).values_list(
-            "memory_id", "chunk_id", "tokens", "data"):
-        key = f"memory:{memory_id}" if memory_id else f"chunk:{chunk_id}"
-        out[key] = np.frombuffer(bytes(data), dtype=np.int8).reshape(tokens, -1)
+    for mem, chunk, msg, tokens, data in TokenVectors.objects.filter(q, model=name).values_list(
+            "memory_id", "chunk_id", "message_id", "tokens", "data"):
+        out[_key(mem, chunk, msg)] = np.frombuffer(bytes(data), dtype=np.int8).reshape(tokens, -1)
     return out
 
 
-def _delete_ids(ids: list[str]) -> None:
-    q = _owners_q(ids)
+def _delete_keys(keys: list[str]) -> None:
+    q = _owners_q(keys)
     if q is not None:
         TokenVectors.objects.filter(q).delete()
 
 
+# --- removal and reconcile
+
 def _selecting(flt: IndexFilter) -> Q:
-    """The stored rows of the index rows `flt` selects (any status: the removal filters' meaning)."""
+    """The stored rows of the index rows `flt` selects (any status: the removal filters' meaning), and
+    of the messages of its user or session (a document's or one memory's removal keeps its messages)."""
     memory = Q(memory__tenant_id=flt.tenant_id, memory__kb_id__in=flt.kb_ids)
     chunk = Q(chunk__document__kb__tenant_id=flt.tenant_id, chunk__document__kb_id__in=flt.kb_ids)
+    message = Q(message__tenant_id=flt.tenant_id, message__kb_id__in=flt.kb_ids)
     if flt.ids:
         owners = _owners_q(list(flt.ids)) or Q(pk__in=[])
         memory &= owners
         chunk &= owners
+        message = Q(pk__in=[])
     if flt.document_ids:
         memory &= Q(memory__document_id__in=flt.document_ids)
         chunk &= Q(chunk__document_id__in=flt.document_ids)
-    if flt.user_id is not None or flt.session_id is not None:  # only memories carry a user and session
+        message = Q(pk__in=[])
+    if flt.user_id is not None or flt.session_id is not None:  # only memories and messages carry them
         chunk = Q(pk__in=[])
         if flt.user_id is not None:
             memory &= Q(memory__user_id=flt.user_id)
+            message &= Q(message__user_id=flt.user_id)
         if flt.session_id is not None:
             memory &= Q(memory__session_id=flt.session_id)
-    return memory | chunk
+            message &= Q(message__session_id=flt.session_id)
+    return memory | chunk | message
 
 
 def delete(flt: IndexFilter) -> None:
@@ -179,26 +283,29 @@ def drop_other_models() -> int:
 
 
 def reconcile(expected: dict[str, IndexRow], tenant_id: int, *, repair: bool) -> dict:
-    """Compare the stored vectors of a tenant with its expected rows; with repair, write and drop."""
+    """Compare the stored vectors of a tenant with the sources its expected rows are scored by; with
+    repair, write the missing and drop the stale."""
     if not enabled():
         return {"enabled": False}
     name = model().name
-    want = {i: text_sha(r.text) for i, r in expected.items() if wanted(r)}
-    stored = TokenVectors.objects.filter(Q(memory__tenant_id=tenant_id) | Q(chunk__document__kb__tenant_id=tenant_id))
+    source_texts = _wanted_sources(list(expected.values()))
+    want = {k: text_sha(t) for k, t in source_texts.items()}
+    stored = TokenVectors.objects.filter(Q(memory__tenant_id=tenant_id) | Q(chunk__document__kb__tenant_id=tenant_id)
+                                         | Q(message__tenant_id=tenant_id))
     present: dict[str, str] = {}
     stale_pks = []
-    for pk, memory_id, chunk_id, model_name, sha in stored.values_list("pk", "memory_id", "chunk_id", "model",
-                                                                          "text_sha"):
-        key = f"memory:{memory_id}" if memory_id else f"chunk:{chunk_id}"
+    for pk, mem, chunk, msg, model_name, sha in stored.values_list("pk", "memory_id", "chunk_id", "message_id",
+                                                                   "model", "text_sha"):
+        key = _key(mem, chunk, msg)
         if model_name == name and want.get(key) == sha:
             present[key] = sha
         else:
-            stale_pks.append(pk)  # another model, an edited text, or an item no longer expected
+            stale_pks.append(pk)  # another model, an edited text, or a source no longer wanted
     missing = sorted(want.keys() - present.keys())
-    report = {"expected": len(want), "missing": len(missing), "stale": len(stale_pks),
+    report = {"model": name, "expected": len(want), "missing": len(missing), "stale": len(stale_pks),
               "sample_missing": missing[:5]}
     if repair:
         TokenVectors.objects.filter(pk__in=stale_pks).delete()
-        write(expected[i] for i in missing)
+        _encode_missing({k: source_texts[k] for k in missing})
     report["repaired"] = bool(repair and (missing or stale_pks))
     return report

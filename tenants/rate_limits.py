@@ -10,6 +10,7 @@ cache must be shared by every web process (see CACHES in loci/settings.py).
 import math
 
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework import exceptions, throttling
 
 from tenants import clock
@@ -54,3 +55,58 @@ class SearchRateThrottle(PrincipalRateThrottle):
         if getattr(view, "throttle_scope", None) != self.scope:
             return True
         return super().allow_request(request, view)
+
+
+class SearchCpuThrottle(throttling.BaseThrottle):
+    """CPU seconds of one API key's (or user's) searches in the last minute: LOCI_SEARCH_CPU_PER_MINUTE.
+
+    The request rates count searches; this counts what they cost. Each search's CPU (its
+    `query.cpu_ms`, charged by the view with `charge_search_cpu` once it has answered) stays in the
+    window for 60 s; a search that arrives while the window holds the allowance is refused with 429
+    and the seconds until enough of it has left. So one key asking for the costliest searches the
+    caps allow, as fast as its request rate lets it, gets at most this much of the server's CPU.
+    """
+
+    def allow_request(self, request, view):
+        limit = settings.LOCI_SEARCH_CPU_PER_MINUTE
+        key = _cpu_key(request)
+        if getattr(view, "throttle_scope", None) != "search" or not limit or key is None:
+            return True
+        now = clock.now()
+        history = _cpu_history(key, now)
+        used = sum(c for _, c in history)
+        if used < limit:
+            return True
+        for at, seconds in history:  # oldest first: when has enough left the window?
+            used -= seconds
+            if used < limit:
+                wait = max(1.0, at + CPU_WINDOW - now)
+                break
+        who = "this API key" if isinstance(request.auth, ApiKey) else "your account"
+        raise exceptions.Throttled(wait=wait, detail=(
+            f"Too much search CPU from {who}: {sum(c for _, c in history):.1f} CPU-seconds in the last minute, the "
+            f"limit is {limit:g} (LOCI_SEARCH_CPU_PER_MINUTE); try again in {math.ceil(wait)} seconds."))
+
+
+CPU_WINDOW = 60.0
+
+
+def charge_search_cpu(request, seconds: float) -> None:
+    """Count a search's CPU seconds against its caller's LOCI_SEARCH_CPU_PER_MINUTE."""
+    key = _cpu_key(request)
+    if key is None or not settings.LOCI_SEARCH_CPU_PER_MINUTE:
+        return
+    now = clock.now()
+    cache.set(key, [*_cpu_history(key, now), (now, seconds)], int(CPU_WINDOW) + 1)
+
+
+def _cpu_history(key: str, now: float) -> list[tuple[float, float]]:
+    return [(at, c) for at, c in cache.get(key, []) if at > now - CPU_WINDOW]
+
+
+def _cpu_key(request) -> str | None:
+    if isinstance(request.auth, ApiKey):
+        return f"loci:cpu:search:key-{request.auth.pk}"
+    if request.user and request.user.is_authenticated and request.user.pk is not None:
+        return f"loci:cpu:search:user-{request.user.pk}"
+    return None

@@ -57,6 +57,9 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.requests: list[Request] = []
         self._queues: dict[str, deque[Reply]] = {name: deque() for name in ENDPOINTS.values()}
+        # Chat replies kept for the requests whose messages contain a text (a prompt's own words), so
+        # a test scripts one of several model calls a flush makes without knowing their order.
+        self._routed: list[tuple[str, deque[Reply]]] = []
         self._lock = threading.Lock()
         # Set at shutdown so handlers sleeping through a scripted delay return at once.
         self._stopping = threading.Event()
@@ -91,6 +94,11 @@ class FakeOpenAI:
     def queue_json(self, obj: dict) -> None:
         self.queue_chat(json.dumps(obj))
 
+    def queue_json_for(self, needle: str, obj: dict) -> None:
+        """Answer `obj` to the next chat request whose messages contain `needle`, whatever its turn."""
+        with self._lock:
+            self._routed.append((needle, deque([Reply(body=_chat_body(json.dumps(obj)))])))
+
     def queue_error(self, endpoint: str, status: int, message: str = "scripted failure", times: int = 1) -> None:
         body = {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error"}}
         self.queue(endpoint, *(Reply(status=status, body=body) for _ in range(times)))
@@ -112,6 +120,11 @@ class FakeOpenAI:
     def _next_reply(self, endpoint: str, body: dict, headers: dict) -> Reply:
         with self._lock:
             self.requests.append(Request(endpoint, body, headers))
+            if endpoint == "chat":
+                said = json.dumps(body.get("messages", []), ensure_ascii=False)
+                for needle, replies in self._routed:
+                    if replies and needle in said:
+                        return replies.popleft()
             if self._queues[endpoint]:
                 return self._queues[endpoint].popleft()
         return self._default_reply(endpoint, body)

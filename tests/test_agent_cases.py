@@ -9,6 +9,7 @@ import pytest
 
 from memory.models import CaseCluster, Memory, MemoryHistory
 from tests.conftest import api_client
+from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings", "api_schema_check")
 
@@ -169,3 +170,70 @@ def test_deleting_a_user_takes_their_cases_skills_and_clusters(alice, committed)
     assert not CaseCluster.objects.exists()
     found = agent_search(alice, "book a hotel room", "travel-bot")
     assert found["agent_memory"] == []
+
+
+GERMAN = [  # the rules' phrase lists are English and Chinese: they read no outcome here
+    ("user", "", "Kannst du die fehlschlagenden Datumstests reparieren?"),
+    ("assistant", "", json.dumps({"name": "run_tests", "arguments": {"path": "tests/test_dates.py"}})),
+    ("tool", "run_tests", "FAILED tests/test_dates.py::test_iso_week - AssertionError"),
+    ("assistant", "", json.dumps({"name": "edit_file", "arguments": {"path": "dates.py"}})),
+    ("tool", "edit_file", "ok: 3 lines changed"),
+    ("assistant", "", "Erledigt: die Wochen beginnen jetzt am Montag, alle Datumstests laufen durch."),
+    ("user", "", "Super, danke!"),
+]
+CASE_PROMPT_WORDS = "You record what an AI agent did about a task"
+
+
+def test_with_an_llm_the_model_writes_the_case_and_the_api_says_so(alice, committed, fake_openai):  # noqa: F811
+    fake_openai.queue_json_for(CASE_PROMPT_WORDS, {
+        "task": "Repair the failing date tests.",
+        "steps": [{"text": "Run the date tests", "tool": "run_tests", "messages": [2, 3], "error": "test_iso_week fails"},
+                  {"text": "Make weeks start on Monday", "tool": "edit_file", "messages": [4, 5], "error": ""},
+                  {"text": "Deploy to production", "tool": "deploy", "messages": [99], "error": ""}],
+        "outcome": "Weeks start on Monday and all date tests pass.",
+        "evidence": [{"kind": "tool_error", "message": 3, "text": "test_iso_week fails"},
+                     {"kind": "agent_reported_success", "message": 6, "text": "Erledigt"},
+                     {"kind": "user_positive", "message": 7, "text": "Super, danke!"},
+                     {"kind": "user_positive", "message": 42, "text": "cited no message of this MemCell"},
+                     {"kind": "made_up", "message": 6, "text": "not a kind the rules know"}]})
+    transcript(alice, committed, "de", GERMAN)
+    case = Memory.objects.get(kind="agent_case")
+    meta = case.metadata
+    assert case.extraction_mode == "llm"
+    assert meta["task"] == "Repair the failing date tests." and meta["outcome"].startswith("Weeks start on Monday")
+    assert [(s["tool"], s["message_ids"]) for s in meta["steps"]] == [
+        ("run_tests", ["de-1", "de-2"]), ("edit_file", ["de-3", "de-4"]), ("", [])]  # no tool the agent never called
+    assert [e["kind"] for e in meta["evidence"]] == ["tool_error", "agent_reported_success", "user_positive"]
+    assert meta["quality"] == pytest.approx(0.5 - 0.1 + 0.3 + 0.2) and meta["outcome_label"] == "success"
+    assert meta["tools"] == ["run_tests", "edit_file"]  # the rules' (clustering compares them)
+    (prompt,) = [b for b in fake_openai.bodies("chat") if CASE_PROMPT_WORDS in b["messages"][0]["content"]]
+    assert "[3] (tool: run_tests) FAILED" in prompt["messages"][1]["content"]
+
+    found = agent_search(alice, "repair the date tests", "dev-bot", memory_types=["agent_case"])
+    top = found["agent_memory"][0]
+    assert top["id"] == str(case.pk) and top["extraction_mode"] == "llm" and top["outcome_label"] == "success"
+    assert alice.get(f"/api/v1/memories/{case.pk}").json()["extraction_mode"] == "llm"
+
+
+def test_without_an_answer_from_the_model_the_rules_case_stands(alice, committed, fake_openai):  # noqa: F811
+    transcript(alice, committed, "ci", CODING)  # every model call of the flush gets an HTTP 500
+    case = Memory.objects.get(kind="agent_case")
+    assert case.extraction_mode == "deterministic" and case.metadata["outcome_label"] == "success"
+    assert any(CASE_PROMPT_WORDS in b["messages"][0]["content"] for b in fake_openai.bodies("chat"))
+    found = agent_search(alice, "fix the date parser tests in CI", "dev-bot", memory_types=["agent_case"])
+    assert found["agent_memory"][0]["extraction_mode"] == "deterministic"
+
+
+def test_a_chat_without_tools_asks_the_model_for_no_case(alice, committed, fake_openai):  # noqa: F811
+    transcript(alice, committed, "chat", [("user", "", "I love hiking in the Alps."),
+                                          ("assistant", "", "The Alps are lovely in June.")])
+    assert not Memory.objects.filter(kind="agent_case").exists()
+    assert not any(CASE_PROMPT_WORDS in b["messages"][0]["content"] for b in fake_openai.bodies("chat"))
+
+
+def test_without_an_llm_cases_are_the_rules_and_say_so(alice, committed):
+    transcript(alice, committed, "de", GERMAN)
+    case = Memory.objects.get(kind="agent_case")
+    assert case.extraction_mode == "deterministic" and case.metadata["outcome_label"] == "mixed"
+    found = agent_search(alice, "Datumstests reparieren", "dev-bot", memory_types=["agent_case"])
+    assert found["agent_memory"][0]["extraction_mode"] == "deterministic"

@@ -44,3 +44,28 @@ def test_another_tenant_gets_404_for_the_entity_and_the_profile(world):
     page = client_for(world.alice).get("/profiles/u1/").content.decode()
     assert "Caroline" in page and "hiking" in page and "Profile of u1" in page
     assert 'href="/profiles/u1/"' in client_for(world.alice).get("/entities/").content.decode()
+
+
+def test_the_entity_page_lists_the_agent_cases_and_skills_linked_to_it(world, committed):
+    """Three hotel bookings in Lisbon by one agent: each a case naming Lisbon, two successes a skill; the
+    Lisbon page lists the cases (outcome, quality) and the skill (maturity) with links to their history."""
+    from datetime import timedelta
+
+    from tests.conftest import api_client
+    from tests.test_agent_cases import T0, booking, transcript
+
+    client = api_client(world.alice_key)
+    for i, (hotel, ok) in enumerate([("Hotel Avenida", True), ("Casa Alfama", True), ("Pensao Rosa", False)]):
+        transcript(client, committed, f"trip{i}", booking("Lisbon", hotel, ok), agent="travel-bot",
+                   start=T0 + timedelta(days=i))
+    cases = list(Memory.objects.filter(kind=Memory.Kind.AGENT_CASE))
+    (skill,) = Memory.objects.filter(kind=Memory.Kind.AGENT_SKILL)
+    assert len(cases) == 3
+    lisbon = Entity.objects.get(tenant=world.acme, key="lisbon")
+    page = client_for(world.alice).get(f"/entities/{lisbon.pk}/").content.decode()
+    assert "Agent cases and skills" in page
+    for case in cases:
+        assert f'href="/memories/{case.pk}/history/"' in page
+    assert f'href="/memories/{skill.pk}/history/"' in page and "maturity" in page
+    assert "success" in page and "failure" in page
+    assert client_for(world.charlie).get(f"/entities/{lisbon.pk}/").status_code == 404

@@ -33,3 +33,12 @@ def test_two_people_before_a_pronoun_leave_it_alone():
 def test_the_company_with_no_company_named_stays():
     found = facts("Revenue grew by 12 percent in 2023. The company expects further growth in 2024.")
     assert any("The company expects" in f for f in found), found
+
+
+def test_the_setting_turns_it_off(settings):
+    """EXTRACTION_DOCUMENT_COREFERENCE=0 (the with/without measurement of bench.docqa) keeps the sentence as written."""
+    settings.EXTRACTION_DOCUMENT_COREFERENCE = False
+    assert "该公司获得了《泡泡堂》的运营权。" in " ".join(facts("盛大网络是中国大陆的一家游戏运营商。该公司获得了《泡泡堂》的运营权。"))
+    found = facts("Galaxy Gaming, Inc. develops casino table games in Las Vegas. The company licenses its games to "
+                  "casinos across North America.")
+    assert any("The company licenses its games" in f for f in found), found

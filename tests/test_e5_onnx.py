@@ -216,3 +216,16 @@ def test_processes_starting_together_convert_once(tmp_path):
 
     for name in ("model.fp32.onnx", "model.int8.onnx"):
         onnxruntime.InferenceSession(str(final / name), providers=["CPUExecutionProvider"])
+
+
+def test_a_query_is_embedded_from_its_first_window_only(fp32):
+    """A pasted page as a query costs one window (issue 30): what follows its first 510 tokens changes
+    nothing, while a short query is embedded whole as before."""
+    cmrc = json.loads((SHARED_DATA / "zh" / "cmrc2018" / "cmrc2018_trial.squad.json").read_text())
+    passages = [p["context"] for article in cmrc["data"] for p in article["paragraphs"]]
+    head = "".join(passages)[:1200]
+    assert fp32.token_count(head) > 510 + 2
+    a, b = fp32.embed_query(head + passages[30][:800]), fp32.embed_query(head + passages[60][:800])
+    assert float(a @ b) == pytest.approx(1.0, abs=1e-6)
+    short = "上个季度华东区的销售额是多少？"
+    assert float(fp32.embed_query(short) @ fp32.runtime.encode([short], "query: ")[0]) == pytest.approx(1.0, abs=1e-6)

@@ -79,11 +79,16 @@ def _json(body) -> bytes:
     return json.dumps(body).encode()
 
 
-def test_a_long_cjk_query_costs_a_bounded_amount_of_cpu(client, world):
+def test_the_costliest_search_allowed_costs_a_bounded_amount_of_cpu(client, world):
+    """A 2,000-character Chinese query with 1,000 document ids, hybrid: the most a search may ask for.
+    Measured as the process's CPU (every thread: the engine pools and the query embedding included),
+    after a first search has loaded the model and indexes."""
+    assert client.post(SEARCH, {"query": "热身", "method": "hybrid"}, format="json").status_code == 200
     query = ("我们在去年夏天去了杭州西湖旅游，看到了很多美丽的风景，还吃了当地有名的小吃。" * 60)[:MAX_QUERY_CHARS]
-    started = time.thread_time()
-    response = client.post(SEARCH, {"query": query, "method": "hybrid"}, format="json")
-    cpu = time.thread_time() - started
+    started = time.process_time()
+    response = client.post(SEARCH, {"query": query, "method": "hybrid",
+                                    "filters": {"document_id": list(range(1, MAX_FILTER_VALUES + 1))}}, format="json")
+    cpu = time.process_time() - started
     assert response.status_code == 200, response.content[:300]
     assert cpu < MAX_CPU_SECONDS, f"{cpu:.2f} CPU-s"
 

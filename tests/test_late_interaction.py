@@ -4,14 +4,20 @@ never a mix of two models' vectors, and each item's stage score in the response.
 (Every delete path removing the token vectors is in tests/test_delete_paths.py.)
 """
 
+from datetime import datetime, timezone
+
 import pytest
 
-from memory.models import Memory
-from retrieval import token_vectors
+from conversations.actions import accumulate_messages, flush_session
+from memory.curation import delete_memories_in_scope
+from memory.models import Memory, Message
+from retrieval import colbert, token_vectors
+from retrieval.bundled_models import COLBERT
 from retrieval.models import TokenVectors
 from retrieval.projection import index_memories, reconcile, reindex
 from retrieval.request import parse_search_request
 from retrieval.search import search
+from retrieval.search.late_interaction import source_keys
 from tenants.access import permitted_scope
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings")
@@ -51,11 +57,14 @@ def test_english_memories_get_token_vectors_and_chinese_ones_do_not(memories):
     assert TokenVectors.objects.count() == 2 * len(ENGLISH)  # each episode and its fact
     row = TokenVectors.objects.first()
     assert row.model == token_vectors.model().name and len(bytes(row.data)) == row.tokens * 128
+    # The rows name the weights they were made by: another model file is another identity.
+    assert COLBERT.model_sha256[:12] in row.model
 
 
 def test_reconcile_reports_missing_and_stale_vectors_and_repair_restores_them(world, memories):
-    assert reconcile(world.acme)["late_interaction"] == {"expected": 6, "missing": 0, "stale": 0,
-                                                          "sample_missing": [], "repaired": False}
+    assert reconcile(world.acme)["late_interaction"] == {"model": token_vectors.model().name, "expected": 6,
+                                                          "missing": 0, "stale": 0, "sample_missing": [],
+                                                          "repaired": False}
     TokenVectors.objects.filter(memory__text=ENGLISH[0]).delete()
     TokenVectors.objects.filter(memory__text=ENGLISH[1]).update(model="colbert-of-another-build")
     edited = Memory.objects.get(kind="atomic_fact", text=ENGLISH[2])
@@ -139,3 +148,57 @@ def test_the_why_view_shows_the_late_interaction_score(world, memories):
     body = client.get("/search/?q=Who+ran+a+marathon+in+Boston%3F&method=hybrid").content.decode()
 
     assert "ColBERT MaxSim of the query" in body and "hybrid&#x27;s calibrated relevance" in body
+
+
+# --- conversation memories are scored by their source messages, each encoded once
+
+TURNS = [("Mel", "I adopted a tortoise named Sheldon last spring."),
+         ("Ann", "My cello teacher moved to Lisbon in March."),
+         ("Mel", "我女儿下周在波士顿有钢琴比赛。")]
+
+
+@pytest.fixture
+def chat(world, committed, settings, tmp_path):
+    settings.SEARCH_LATE_INTERACTION = True
+    settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+    settings.LOCI_REINDEX_DRAIN_SECONDS = 0
+    scope = permitted_scope(world.alice, write=True)
+    messages = [{"message_id": f"m{i}", "sender_id": who.lower(), "sender_name": who, "content": text,
+                 "timestamp": datetime(2024, 3, 1, 10, i, tzinfo=timezone.utc)} for i, (who, text) in enumerate(TURNS)]
+    committed(accumulate_messages, scope, world.notes, user_id="u1", session_id="s1", messages=messages)
+    committed(flush_session, scope, world.notes, user_id="u1", session_id="s1")
+    return scope
+
+
+def test_chat_memories_store_no_vectors_of_their_own_only_their_english_messages(chat):
+    assert Memory.objects.filter(user_id="u1").count() > 2  # an episode and its facts
+    stored = TokenVectors.objects.all()
+    english = set(Message.objects.filter(content__in=[t for _, t in TURNS[:2]]).values_list("pk", flat=True))
+    assert {row.message_id for row in stored} == english  # the Chinese turn has none
+    assert not stored.filter(memory__isnull=False).exists()
+
+
+def test_a_chat_fact_is_scored_by_its_source_message(world, chat):
+    response = hybrid(world, "What is the name of Mel's tortoise?")
+    fact = next(f for f in response["facts"] if "Sheldon" in f["atomic_fact"])
+    [key] = source_keys([("facts", fact)])[0]
+    model = token_vectors.model()
+    expected = colbert.maxsim(model.encode_query("What is the name of Mel's tortoise?"),
+                              token_vectors.load([key], model.name)[key])
+    assert fact["scores"]["late_interaction"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_message_vectors_are_reconciled_rebuilt_and_deleted_with_the_session(world, chat):
+    assert reconcile(world.acme)["late_interaction"]["missing"] == 0
+    TokenVectors.objects.filter(message__content=TURNS[0][1]).delete()
+    TokenVectors.objects.filter(message__content=TURNS[1][1]).update(text_sha="0" * 16)  # an edited message
+    report = reconcile(world.acme)["late_interaction"]
+    assert (report["missing"], report["stale"]) == (2, 1)
+
+    reindex()
+    assert reconcile(world.acme)["late_interaction"] == {"model": token_vectors.model().name, "expected": 2,
+                                                          "missing": 0, "stale": 0, "sample_missing": [],
+                                                          "repaired": False}
+
+    delete_memories_in_scope(chat, [world.notes.pk], user_id="u1", session_id="s1")
+    assert TokenVectors.objects.count() == 0

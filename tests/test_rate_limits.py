@@ -82,3 +82,28 @@ def test_a_bad_rate_stops_start_up_with_a_clear_reason(monkeypatch, raw):
     monkeypatch.setenv("LOCI_RATE_LIMIT_USER", raw)
     with pytest.raises(ImproperlyConfigured, match="LOCI_RATE_LIMIT_USER must be a rate like 600/min"):
         env_rate("LOCI_RATE_LIMIT_USER", "600/min")
+
+
+def test_a_key_past_its_search_cpu_allowance_gets_429_until_the_minute_has_passed(world, rates, settings, clock):
+    """LOCI_SEARCH_CPU_PER_MINUTE counts what searches cost (query.cpu_ms), not how many there are."""
+    rates(user=None, search=None)
+    settings.LOCI_SEARCH_CPU_PER_MINUTE = 1e-6  # the first search spends it
+    alice = api_client(world.alice_key)
+    first = alice.post(SEARCH, {"query": "harbour tide", "method": "keyword"}, format="json")
+    assert first.status_code == 200 and first.json()["query"]["cpu_ms"] > 0
+    refused = alice.post(SEARCH, {"query": "harbour tide", "method": "keyword"}, format="json")
+    assert refused.status_code == 429 and "LOCI_SEARCH_CPU_PER_MINUTE" in refused.json()["error"]
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert alice.get(KBS).status_code == 200  # other endpoints are not searches
+    assert api_client(world.acme_ro_key).post(SEARCH, {"query": "harbour tide", "method": "keyword"},
+                                              format="json").status_code == 200  # another key: its own
+    clock.advance(61)
+    assert alice.post(SEARCH, {"query": "harbour tide", "method": "keyword"}, format="json").status_code == 200
+
+
+def test_the_search_cpu_allowance_is_generous_for_ordinary_searches(world, rates):
+    rates(user=None, search=None)
+    alice = api_client(world.alice_key)
+    codes = [alice.post(SEARCH, {"query": f"harbour tide {i}", "method": "hybrid"}, format="json").status_code
+             for i in range(20)]
+    assert codes == [200] * 20

@@ -114,3 +114,27 @@ def test_the_task_keeps_the_name_beat_schedules_and_queued_messages_use():
     # It moved from ingest.tasks to conversations.tasks; a message queued before the move names the old path.
     assert reflect_memories.name == "ingest.tasks.reflect_memories"
     assert app.tasks["ingest.tasks.reflect_memories"].run is reflect_memories.run
+
+def test_up_s_clock_queues_the_pass_every_interval():
+    """`up` queues the reflection task every LOCI_REFLECT_INTERVAL_SECONDS (no Celery beat needed), the first
+    one interval after its start; 0 is off. (What the task does is tested above.)"""
+    import threading
+    import time
+
+    from conversations import reflection_timer
+
+    assert reflection_timer.start(interval=0) is None
+    ticks, stop = [], threading.Event()
+
+    def queue():
+        ticks.append(time.monotonic())
+        if len(ticks) == 3:
+            stop.set()
+        if len(ticks) == 2:
+            raise ConnectionError("the broker is down for this tick")  # the clock goes on
+
+    started = time.monotonic()
+    thread = reflection_timer.start(interval=0.2, queue=queue, stop=stop)
+    thread.join(timeout=30)
+    assert not thread.is_alive() and len(ticks) == 3
+    assert ticks[0] - started >= 0.2 and all(b - a >= 0.19 for a, b in zip(ticks, ticks[1:]))

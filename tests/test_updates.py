@@ -7,8 +7,12 @@ MemoryBank's Chinese logs) or the issue's own trial, quoted as the user wrote th
 
 import pytest
 
+from datetime import datetime, timezone
+
 from conversations.claims import claim, contradicts
+from extraction.base import ExtractionUnit, Passage
 from extraction.coreference import resolve_first_person
+from extraction.deterministic import DeterministicExtractor
 
 REWRITES = [
     # The trial: "now" was no adverb, so the verb took the -s ("nows work").
@@ -98,6 +102,11 @@ SUPERSEDES = [
     ("Alex needs to stock up on Alex's favorite BBQ sauce, Sweet Baby Ray's, to serve with the ribs.",
      "Currently, Alex's favourite is Kansas City Masterpiece BBQ sauce."),
     ("Alex has been waking up around 8:30 am on Saturdays.", "Alex likes to wake up at 7:30 am on Saturdays."),
+    # …and as the extractor writes them from the long turns (the first-person rewrite's "their"; the
+    # update in the second half of a sentence). They claimed nothing in session 8, so nothing was superseded.
+    ("Speaking of which, user needs to stock up on their favorite BBQ sauce, Sweet Baby Ray's, to serve with the ribs.",
+     "User has been loving their new Weber gas grill for quick weeknight dinners, and user is currently obsessed "
+     "with Kansas City Masterpiece BBQ sauce on their ribs."),
 ]
 
 
@@ -120,3 +129,18 @@ KEPT = [
 @pytest.mark.parametrize("old, new", KEPT)
 def test_another_value_of_a_many_valued_attribute_or_person_is_kept(old, new):
     assert not contradicts(claim(new), claim(old))
+
+
+@pytest.mark.parametrize("said, stated", [
+    # LongMemEval 48_dad224aa: the update was told inside a question to the assistant.
+    ("Do you have any jogging route suggestions around my neighborhood? Also, what time do you think I should aim "
+     "to start my jog, considering I like to wake up at 7:30 am on Saturdays and fit in a cup of coffee beforehand?",
+     "User likes to wake up at 7:30 am on Saturdays and fit in a cup of coffee beforehand."),
+    ("考虑到我现在每天早上7点半起床，你觉得几点去跑步比较好？", "User现在每天早上7点半起床。"),
+])
+def test_a_statement_told_inside_a_question_is_a_fact(said, stated):
+    when = datetime(2023, 5, 27, tzinfo=timezone.utc)
+    unit = ExtractionUnit("", [Passage("s:2", said, "user", when)], "en", when, {"participants": ["user", "assistant"]})
+    facts = [f.text for f in DeterministicExtractor().extract(unit).facts]
+    assert stated in facts, facts
+    assert not any(f.rstrip().endswith(("?", "？")) for f in facts)  # the question itself stays out

@@ -77,6 +77,7 @@ HYBRID_RESPONSE = {
         "llm": False,
         "notes": [],
         "took_ms": 46.4,
+        "cpu_ms": 21.7,
         "weak": False,
         "min_relevance": 0.01,
         "below_floor": 0,

@@ -100,7 +100,8 @@ _SCORES_HELP = ("per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, 
 class _ItemSerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="calibrated relevance (0-1), comparable across kinds and methods")
     rank = serializers.IntegerField(required=False, min_value=1, help_text=(
-        "1-based place in the one order across facts, episodes and chunks (absent on nested facts)"))
+        "1-based place in the one order across facts, episodes, chunks, agent memory and profile items "
+        "(absent on nested facts)"))
     kb = serializers.SlugField()
     sources = SourceSerializer(many=True)
     scores = serializers.DictField(child=serializers.JSONField(), help_text=_SCORES_HELP)
@@ -150,6 +151,8 @@ class ProfileItemSerializer(serializers.Serializer):
     message_ids = serializers.ListField(child=serializers.CharField(), help_text="the messages those facts cite")
     superseded_by = serializers.UUIDField(allow_null=True, help_text="the item that replaced it")
     score = serializers.FloatField(required=False, help_text="in a search: its relevance to the query")
+    rank = serializers.IntegerField(required=False, min_value=1, help_text=(
+        "in a search: its place in the one order across every kind of item"))
 
 
 class EpisodeItemSerializer(_MemoryItemSerializer):
@@ -184,6 +187,9 @@ class QueryEchoSerializer(serializers.Serializer):
     llm = serializers.BooleanField(help_text="whether an LLM is configured")
     notes = serializers.ListField(child=serializers.CharField())
     took_ms = serializers.FloatField()
+    cpu_ms = serializers.FloatField(help_text=(
+        "CPU time the search used (its request thread and index calls, the query embedding apart): what "
+        "SEARCH_CPU_BUDGET_SECONDS bounds and LOCI_SEARCH_CPU_PER_MINUTE counts"))
     weak = serializers.BooleanField(help_text="true when no item reaches min_relevance: nothing answers well")
     min_relevance = serializers.FloatField(help_text="the floor below which items are left out (MRAG_MIN_RELEVANCE)")
     below_floor = serializers.IntegerField(help_text="how many items the floor left out")
@@ -197,6 +203,9 @@ class AgentMemoryItemSerializer(_MemoryItemSerializer):
     atomic_fact = serializers.CharField(help_text="the same as text (items share the facts' fields)")
     parent_episode_id = serializers.UUIDField(allow_null=True, help_text="a case: the episode of its MemCell")
     agent_id = serializers.CharField(allow_null=True)
+    extraction_mode = serializers.ChoiceField(["deterministic", "llm"], help_text=(
+        "what wrote it: the LLM (when one is configured) or the rules (without one, or when it failed); "
+        "a skill is always the rules' summary of its cases"))
     steps = serializers.ListField(child=serializers.CharField(), help_text="the approach, in order")
     task = serializers.CharField(required=False, help_text="a case: the request it worked on")
     outcome = serializers.CharField(required=False, allow_blank=True, help_text="a case: how it ended")

@@ -8,6 +8,7 @@ from retrieval.api.serializers import EngineErrorSerializer, SearchRequestSerial
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from tenants.api.scoping import request_scope
+from tenants.rate_limits import charge_search_cpu
 
 
 class SearchView(APIView):
@@ -32,7 +33,9 @@ class SearchView(APIView):
     def post(self, request):
         scope = request_scope(request)
         try:
-            return Response(search(scope, parse_search_request(request.data)))
+            response = search(scope, parse_search_request(request.data))
+            charge_search_cpu(request, response["query"]["cpu_ms"] / 1000)  # LOCI_SEARCH_CPU_PER_MINUTE
+            return Response(response)
         except SearchError as exc:
             raise ValidationError({"error": str(exc)})
         except EngineError as exc:  # 503 (an engine failed) or 504 (it did not answer in time), naming it

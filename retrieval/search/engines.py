@@ -83,7 +83,7 @@ class CpuBudget:
 
     def check(self, engine: str) -> None:
         used = self.used()
-        if used > self.seconds:
+        if 0 < self.seconds < used:
             raise OverCpuBudget(engine, f"Search stopped: it used {used:.2f} CPU-seconds, more than the "
                                         f"{self.seconds:g} allowed (SEARCH_CPU_BUDGET_SECONDS); narrow the "
                                         "query or its filters.")
@@ -93,10 +93,11 @@ _local = threading.local()
 
 
 class cpu_budget:
-    """`with cpu_budget(seconds):` around one search in the request thread; 0 means no budget."""
+    """`with cpu_budget(seconds) as budget:` around one search in the request thread; 0 means no budget
+    (the CPU is still measured: `budget.used()`, which LOCI_SEARCH_CPU_PER_MINUTE charges)."""
 
     def __init__(self, seconds: float):
-        self.budget = CpuBudget(seconds) if seconds > 0 else None
+        self.budget = CpuBudget(seconds)
 
     def __enter__(self):
         self.outer, _local.budget = getattr(_local, "budget", None), self.budget
@@ -117,7 +118,8 @@ def _metered(engine: str, fn):
 
     def run(*args, **kwargs):
         started = time.thread_time()
-        cpu_deadline.set(started + max(0.0, budget.seconds - budget.leaves))
+        if budget.seconds > 0:
+            cpu_deadline.set(started + max(0.0, budget.seconds - budget.leaves))
         try:
             return fn(*args, **kwargs)
         finally:

@@ -1,18 +1,19 @@
-"""The late-interaction stage: hybrid's English candidates rescored by ColBERT MaxSim.
+"""The late-interaction stage: hybrid's candidates rescored by ColBERT MaxSim of their English sources.
 
 Hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items (or the request's top_k if more); each
-English item (fact, episode, chunk) of an English query gets its MaxSim against the query
-(retrieval/colbert.py) from the token vectors stored at ingestion (retrieval/token_vectors.py; an
-item without stored vectors of the current model is encoded now, so a model change or a row not
-yet projected never leaves a hole), and a new calibrated relevance:
+fact and episode of an English query gets the best MaxSim against the query (retrieval/colbert.py)
+of its English sources — a memory's cited messages (a memory citing none and without a document,
+itself; documents' items have none: on English documents the stage lost) — from the token vectors stored at ingestion
+(retrieval/token_vectors.py; a source without stored vectors of the current model is encoded now,
+so a model change or a row not yet projected never leaves a hole), and a new calibrated relevance:
 
     P(relevant) = σ(a · logit(hybrid's relevance) + b · MaxSim + c)      (a, b, c: SEARCH_LATE_INTERACTION_MAP)
 
 fitted by logistic regression on LoCoMo dev conversations (bench/rank_stages.py; bench/RESULTS.md,
 "Late interaction and a local cross-encoder"). It is monotone in hybrid's relevance, so it orders
 as hybrid + (b/a)·MaxSim, and it stays a probability, so the floor and the merged order read it
-as before. Chinese or mixed text (query or item) keeps hybrid's relevance: the model is English.
-Each list is then cut back to the request's top_k.
+as before. A Chinese or mixed query, or an item with no English source, keeps hybrid's relevance:
+the model is English.
 """
 
 import logging
@@ -47,39 +48,55 @@ def relevance(hybrid: float, maxsim: float) -> float:
     return platt(a * logit(hybrid) + b * maxsim, 1.0, c)
 
 
-def rescore(query: str, response: dict, limit: int) -> None:
-    """Rescore the English items of `response` in place, re-sort each list and cut it to `limit`.
+def rescore(query: str, response: dict) -> None:
+    """Rescore the items of `response` with English sources in place and re-sort each list (the caller
+    cuts them back to the request's top_k).
 
     A model that cannot run (its package missing, a file not the pinned one) degrades the search to
     hybrid's own scores with a warning, as a reranker outage does: it must not fail the search."""
-    english = [(key, item) for key in LISTS for item in response.get(key, []) if script(text_of(item)) == "latin"]
+    items = [(key, item) for key in KEY_OF for item in response.get(key, [])]  # the kinds with sources
     try:
-        _score(query, english)
+        _score(query, items)
     except Exception as exc:
         log.warning("late interaction failed, keeping hybrid's relevance: %s", exc)
-        for _, item in english:
+        for _, item in items:
             item["score"] = item["scores"].pop("hybrid_relevance", item["score"])
             item["scores"].pop("late_interaction", None)
     for key in LISTS:
         if key in response:
-            response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)[:limit]
+            response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)
 
 
-def _score(query: str, english: list[tuple[str, dict]]) -> None:
+def source_keys(items: list[tuple[str, dict]]) -> list[list[str]]:
+    """Each item's sources in the projection (token_vectors.sources); a document's chunk has none."""
+    memory_pks = [str(item["id"]) for key, item in items if KEY_OF[key] == "memory"]
+    of_memory = token_vectors.sources(memory_pks) if memory_pks else {}
+    return [of_memory.get(str(item["id"]), []) if KEY_OF[key] == "memory" else [] for key, item in items]
+
+
+def _score(query: str, items: list[tuple[str, dict]]) -> None:
     from retrieval import colbert
 
-    if english:
-        model = token_vectors.model()
-        ids = [f"{KEY_OF[key]}:{item['id']}" for key, item in english]
-        stored = token_vectors.load(ids, model.name)
-        missing = [i for i, row_id in enumerate(ids) if row_id not in stored]
-        made = model.encode_documents([text_of(english[i][1]) for i in missing]) if missing else []
-        fresh = dict(zip((ids[i] for i in missing), made))
-        query_vectors = model.encode_query(query)
-        for row_id, (_, item) in zip(ids, english):
-            matrix = stored.get(row_id)
-            score = colbert.maxsim(query_vectors, matrix if matrix is not None else colbert.quantise(fresh[row_id]))
-            hybrid = item["score"]
-            item["scores"]["hybrid_relevance"] = hybrid
-            item["scores"]["late_interaction"] = round(score, 6)
-            item["score"] = round(relevance(hybrid, score), 6) if math.isfinite(score) else hybrid
+    if not items:
+        return
+    model = token_vectors.model()
+    keys = source_keys(items)
+    wanted = list(dict.fromkeys(k for ks in keys for k in ks))
+    stored = token_vectors.load(wanted, model.name)
+    missing = [k for k in wanted if k not in stored]
+    if missing:  # not projected yet (or of another model): encoded now, English ones only
+        own = {f"{KEY_OF[key]}:{item['id']}": text_of(item) for key, item in items}
+        english = {k: t for k, t in token_vectors.texts(missing, own).items() if script(t) == "latin"}
+        stored.update({k: colbert.quantise(m) for k, m in
+                       zip(english, model.encode_documents(list(english.values())) if english else [])})
+    query_vectors = model.encode_query(query)
+    best: dict[str, float] = {}
+    for ks, (_, item) in zip(keys, items):
+        scores = [best.setdefault(k, colbert.maxsim(query_vectors, stored[k])) for k in ks if k in stored]
+        if not scores or not math.isfinite(max(scores)):
+            continue  # no English source: hybrid's relevance stands
+        score = max(scores)
+        hybrid = item["score"]
+        item["scores"]["hybrid_relevance"] = hybrid
+        item["scores"]["late_interaction"] = round(score, 6)
+        item["score"] = round(relevance(hybrid, score), 6)

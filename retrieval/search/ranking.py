@@ -1,12 +1,13 @@
-"""One merged order over a response's facts, episodes and chunks, and the relevance floor.
+"""One merged order over a response's facts, episodes, chunks, agent memory and profiles, and the floor.
 
-Every item's `score` is its calibrated relevance (retrieval.relevance), so the three lists can be
-ranked against each other: each top-level item gets `rank` (1 = best) across all three. The lists
+Every item's `score` is its calibrated relevance (retrieval.relevance), so the lists can be ranked
+against each other: each top-level item gets `rank` (1 = best) across all of them (foresight is
+among the facts, agent cases and skills in `agent_memory`, profile items in `profiles`). The lists
 keep their shape (shared/DESIGN.md); facts nested under an episode are its supporting detail and
-are not ranked. Ties keep the lists' order (facts, episodes, chunks, each best first).
+are not ranked. Ties keep the lists' order (facts, episodes, chunks, agent memory, profiles, each best first).
 """
 
-LISTS = ("facts", "episodes", "chunks", "agent_memory")
+LISTS = ("facts", "episodes", "chunks", "agent_memory", "profiles")
 
 
 def drop_below(response: dict, floor: float) -> dict:

@@ -7,8 +7,8 @@ the new one. So, after ranking:
   fact that was superseded (SUPERSEDED_EPISODE_WEIGHT), so the current value comes first;
 - beside each fact in the response come the older facts it superseded, marked `status:
   "superseded"` with `superseded_by`: just above it for a question about the past ("used to",
-  "before", "以前": the old value is what it asks for), under it (×SUPERSEDED_FACT_WEIGHT) for any
-  other, since an update is evidence of both values;
+  "before", "以前": the old value is what it asks for), just under it for any other, since an update is
+  evidence of both values (the two read together: the change and what it changed);
 - a request with `reference_time` or `valid_at` is left as it is: it names its own moment.
 """
 
@@ -20,11 +20,11 @@ from retrieval import results
 # An episode whose fact was superseded still matches the attribute's words as well as the newer
 # one; 0.8 moves it under a comparably relevant current item without hiding what else it holds.
 SUPERSEDED_EPISODE_WEIGHT = 0.8
-# A question not about the past still sees what a listed fact superseded, under it: "What time do I
-# wake up on Saturdays?" is answered by the newer time, and the older one tells it changed (LongMemEval
-# counts both sessions as the evidence of a knowledge update).
-SUPERSEDED_FACT_WEIGHT = 0.9
-PAST_PREDECESSOR_SHIFT = 1e-6  # about the past: the older value just above the one that replaced it
+# A question not about the past still sees what a listed fact superseded, just under it: "What time do
+# I wake up on Saturdays?" is answered by the newer time, and the older one tells it changed (LongMemEval
+# counts both sessions as the evidence of a knowledge update). Session 8 put it at ×0.9 of the newer
+# score: on LongMemEval 48_dad224aa another fact came between and pushed the old time to rank 11.
+PREDECESSOR_SHIFT = 1e-6  # the older value this far above (about the past) or under the one that replaced it
 MAX_PREDECESSORS = 10  # older facts added per search at most
 
 _PRESENT = re.compile(r"\b(?:now|currently|current|these days|at the moment|nowadays|presently|at present|"
@@ -47,7 +47,7 @@ def apply_tense(run, response: dict) -> None:
     tense = tense_of(run.req.query)
     if tense == "present":
         _weigh_down_superseded_episodes(response)
-    _add_predecessors(run, response, PAST_PREDECESSOR_SHIFT if tense == "past" else None)
+    _add_predecessors(run, response, tense)
 
 
 def _weigh_down_superseded_episodes(response: dict) -> None:
@@ -63,9 +63,15 @@ def _weigh_down_superseded_episodes(response: dict) -> None:
     episodes.sort(key=lambda item: item["score"], reverse=True)
 
 
-def _add_predecessors(run, response: dict, shift: float | None) -> None:
-    """Beside each listed fact, the older facts it superseded: just above it for a question about the
-    past (`shift`), else under it (SUPERSEDED_FACT_WEIGHT): an update is evidence of both values."""
+def predecessor_score(newer: float, tense: str) -> float:
+    """Where an older value goes: just above the fact that replaced it for a question about the past, else
+    just under it."""
+    return newer + PREDECESSOR_SHIFT if tense == "past" else newer - PREDECESSOR_SHIFT
+
+
+def _add_predecessors(run, response: dict, tense: str) -> None:
+    """Beside each listed fact, the older facts it superseded (predecessor_score): an update is evidence
+    of both values."""
     facts = response.get("facts") or []
     if not facts:
         return
@@ -82,7 +88,7 @@ def _add_predecessors(run, response: dict, shift: float | None) -> None:
         if str(memory.pk) in shown:
             continue
         newer = score_of[str(memory.superseded_by_id)]
-        score = newer + shift if shift is not None else newer * SUPERSEDED_FACT_WEIGHT
+        score = predecessor_score(newer, tense)
         facts.append({**results.fact_item(memory, score, {"superseded_of": newer}), "status": "superseded",
                       "superseded_by": str(memory.superseded_by_id)})
     facts.sort(key=lambda item: item["score"], reverse=True)

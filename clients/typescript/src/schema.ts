@@ -479,7 +479,7 @@ export interface components {
              * @description calibrated relevance (0-1), comparable across kinds and methods
              */
             score: number;
-            /** @description 1-based place in the one order across facts, episodes and chunks (absent on nested facts) */
+            /** @description 1-based place in the one order across facts, episodes, chunks, agent memory and profile items (absent on nested facts) */
             rank?: number;
             kb: string;
             sources: components["schemas"]["Source"][];
@@ -505,6 +505,13 @@ export interface components {
              */
             parent_episode_id: string | null;
             agent_id: string | null;
+            /**
+             * @description what wrote it: the LLM (when one is configured) or the rules (without one, or when it failed); a skill is always the rules' summary of its cases
+             *
+             *     * `deterministic` - deterministic
+             *     * `llm` - llm
+             */
+            extraction_mode: components["schemas"]["ExtractionModeEnum"];
             /** @description the approach, in order */
             steps: string[];
             /** @description a case: the request it worked on */
@@ -562,7 +569,7 @@ export interface components {
              * @description calibrated relevance (0-1), comparable across kinds and methods
              */
             score: number;
-            /** @description 1-based place in the one order across facts, episodes and chunks (absent on nested facts) */
+            /** @description 1-based place in the one order across facts, episodes, chunks, agent memory and profile items (absent on nested facts) */
             rank?: number;
             kb: string;
             sources: components["schemas"]["Source"][];
@@ -658,7 +665,7 @@ export interface components {
              * @description calibrated relevance (0-1), comparable across kinds and methods
              */
             score: number;
-            /** @description 1-based place in the one order across facts, episodes and chunks (absent on nested facts) */
+            /** @description 1-based place in the one order across facts, episodes, chunks, agent memory and profile items (absent on nested facts) */
             rank?: number;
             kb: string;
             sources: components["schemas"]["Source"][];
@@ -801,7 +808,7 @@ export interface components {
              * @description calibrated relevance (0-1), comparable across kinds and methods
              */
             score: number;
-            /** @description 1-based place in the one order across facts, episodes and chunks (absent on nested facts) */
+            /** @description 1-based place in the one order across facts, episodes, chunks, agent memory and profile items (absent on nested facts) */
             rank?: number;
             kb: string;
             sources: components["schemas"]["Source"][];
@@ -1258,6 +1265,8 @@ export interface components {
              * @description in a search: its relevance to the query
              */
             score?: number;
+            /** @description in a search: its place in the one order across every kind of item */
+            rank?: number;
         };
         /**
          * @description * `active` - active
@@ -1290,6 +1299,11 @@ export interface components {
             notes: string[];
             /** Format: double */
             took_ms: number;
+            /**
+             * Format: double
+             * @description CPU time the search used (its request thread and index calls, the query embedding apart): what SEARCH_CPU_BUDGET_SECONDS bounds and LOCI_SEARCH_CPU_PER_MINUTE counts
+             */
+            cpu_ms: number;
             /** @description true when no item reaches min_relevance: nothing answers well */
             weak: boolean;
             /**

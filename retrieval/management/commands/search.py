@@ -44,15 +44,19 @@ class Command(BaseCommand):
         self.stdout.write(f"{q['method']} (answered by {q['answered_by']}) in {q['took_ms']} ms")
         for note in q["notes"]:
             self.stdout.write(f"  note: {note}")
-        for item in merged(response):  # one order over facts, episodes and chunks: the API's `rank`
-            if "atomic_fact" in item:
-                self.stdout.write(f"  #{item['rank']:<3} fact    {item['score']:.3f}  {item['atomic_fact']}  "
+        for item in merged(response):  # one order over every kind: the API's `rank`
+            if "atomic_fact" in item:  # a fact, or foresight or an agent case or skill, which share its fields
+                kind = {"agent_case": "case", "agent_skill": "skill"}.get(item.get("memory_type"), "fact")
+                self.stdout.write(f"  #{item['rank']:<3} {kind:<7} {item['score']:.3f}  {item['atomic_fact']}  "
                                   f"{_where(item)}")
             elif "summary" in item:
                 self.stdout.write(f"  #{item['rank']:<3} episode {item['score']:.3f}  [{item['topic_name']}] "
                                   f"{item['summary'][:160]}")
                 for fact in item["atomic_facts"]:
                     self.stdout.write(f"           fact {fact['score']:.3f}  {fact['atomic_fact']}")
+            elif "subject" in item:  # a profile item: what is known of a conversation's person
+                self.stdout.write(f"  #{item['rank']:<3} profile {item['score']:.3f}  {item['text'][:160]}  "
+                                  f"(profile of {item['user_id']})")
             else:
                 self.stdout.write(f"  #{item['rank']:<3} chunk   {item['score']:.3f}  {item['text'][:160]}  "
                                   f"{_where(item)}")
