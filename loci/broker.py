@@ -10,9 +10,18 @@ lost documents of the browser tests. Here a message is written under a name no q
 kombu also moves a taken file to the system's temporary folder (or `processed_folder`) before it
 reads it; across file systems that move is a copy, which two workers can both make of one file. Here
 it is a rename into `processed_folder`, beside the queue: only one worker's rename succeeds.
+
+The exchange's table of bindings (`control_folder`) is created by kombu with open("wb") before its
+lock is taken: a process that reads it in between (a worker and the web process start together)
+reads an empty file. Here the file first appears whole, as an empty table, by a link that only one
+process wins; kombu's locked update of an existing file does the rest. Within one process kombu
+records a binding in its shared state before it writes the file, so a second thread that publishes
+in between finds the binding "known", reads no route and drops the message: a bind here holds a
+process-wide lock until the file is written.
 """
 
 import os
+import threading
 import uuid
 from queue import Empty
 from time import monotonic
@@ -23,7 +32,28 @@ from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
 
+_BINDING = threading.Lock()
+
+
 class Channel(filesystem.Channel):
+    def queue_bind(self, *args, **kwargs):
+        with _BINDING:
+            return super().queue_bind(*args, **kwargs)
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        table = self._exchange_file(exchange)
+        if not table.exists():
+            self.control_folder.mkdir(parents=True, exist_ok=True)
+            partial = self.control_folder / f".{uuid.uuid4()}.tmp"
+            partial.write_bytes(b"[]")
+            try:
+                os.link(partial, table)
+            except FileExistsError:  # another process created it first
+                pass
+            finally:
+                partial.unlink()
+        super()._queue_bind(exchange, routing_key, pattern, queue)
+
     def _put(self, queue, payload, **kwargs):
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"  # kombu's: sorted by time
         partial = os.path.join(self.data_folder_out, f".{uuid.uuid4()}.tmp")

@@ -10,11 +10,14 @@ TRANSPORT = "loci.broker:Transport"
 
 
 def _options(tmp_path) -> dict:
-    folders = {key: tmp_path / key for key in ("queue", "processed")}
+    folders = {key: tmp_path / key for key in ("queue", "processed", "control")}
     for folder in folders.values():
         folder.mkdir()
+    # The control folder (the exchange's bindings) is kombu's ./control by default: the working directory,
+    # shared with every other test process.
     return {"data_folder_in": str(folders["queue"]), "data_folder_out": str(folders["queue"]),
-            "processed_folder": str(folders["processed"]), "store_processed": False, "polling_interval": 0.001}
+            "processed_folder": str(folders["processed"]), "control_folder": str(folders["control"]),
+            "store_processed": False, "polling_interval": 0.001}
 
 
 def test_messages_published_while_two_workers_poll_arrive_whole_and_once(tmp_path):
