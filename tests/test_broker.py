@@ -2,6 +2,7 @@
 
 import threading
 import time
+import uuid
 
 from kombu import Connection
 
@@ -23,12 +24,15 @@ def _options(tmp_path) -> dict:
 def test_messages_published_while_two_workers_poll_arrive_whole_and_once(tmp_path):
     # kombu's own transport lost 220 of 3,000 here: a consumer took a file before its writer wrote it.
     options = _options(tmp_path)
+    # kombu keeps the bindings it has declared in one state per process: a queue name of its own, so a
+    # binding an earlier test declared (in another control folder) is not taken as this one's.
+    name = f"stress-{uuid.uuid4().hex}"
     received, errors = [], []
     published = threading.Event()
 
     def consume():
         with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as conn:
-            queue = conn.SimpleQueue("celery")
+            queue = conn.SimpleQueue(name)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (published.is_set() and queue.qsize() == 0):
                 try:
@@ -45,7 +49,7 @@ def test_messages_published_while_two_workers_poll_arrive_whole_and_once(tmp_pat
     for consumer in consumers:
         consumer.start()
     with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as conn:
-        queue = conn.SimpleQueue("celery")
+        queue = conn.SimpleQueue(name)
         for n in range(MESSAGES):
             queue.put({"n": n, "body": "x" * 2000})
     published.set()
