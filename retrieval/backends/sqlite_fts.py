@@ -10,10 +10,8 @@ validated int.
 """
 
 import json
-import os
 import re
 import sqlite3
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
-from common.sqlite import busy, transaction, use_wal
+from common.sqlite import ThreadConnections, busy, transaction, use_wal
 from retrieval.backends import check_query, check_top_k, clean_filter, clean_rows, cpu_deadline, matches_nothing
 from retrieval.backends.base import SCOPE_FIELDS, Hit, IndexFilter, IndexRow
 from retrieval.text import ANALYZER_GENERATION, index_terms, segment
@@ -38,7 +36,6 @@ _FILTER_COLUMNS = {  # IndexFilter field -> column; the only names that ever rea
 }
 _PREFIX = f"kw{ANALYZER_GENERATION}"
 _TABLE_RE = re.compile(r"^kw\d*_(?:t\d+_)?(?:meta|fts)$")  # this generation's tables and older ones
-_INHERITED: list[sqlite3.Connection] = []
 
 
 def table_names(tenant_id: int | None) -> tuple[str, str]:
@@ -146,28 +143,21 @@ class SqliteKeywordIndex:
             raise ImproperlyConfigured("SqliteKeywordIndex needs OPTIONS['path'].")
         self.path = Path(options["path"])
         self.timeout = float(options.get("timeout", 30))
-        # One connection per thread (sqlite3 connections must not be shared mid-transaction). Not
-        # tracked elsewhere: when a thread ends, its connection is garbage-collected and closed.
-        self._local = threading.local()
+        self._connections = ThreadConnections(self._connect)
         self._ready: set[str] = set()  # table sets created (by anyone) as far as this process knows
 
     # --- connections and transactions
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid != os.getpid():
-            # Inherited across fork (Celery prefork): neither use nor close it here; closing could
-            # checkpoint or unlink the WAL under the parent's feet. Keep it referenced, unused.
-            _INHERITED.append(conn)
-            conn = None
-        if conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # timeout is SQLite's busy_timeout: a writer waits for another process's lock instead of failing.
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-            use_wal(conn, self.timeout)  # readers never block the one writer
-            # A search over its CPU budget is interrupted inside SQLite, not after bm25() has scored
-            # every row a common term matches (the handler runs every 10,000 virtual machine steps).
-            conn.set_progress_handler(_over_cpu_deadline, 10_000)
-            self._local.conn, self._local.pid = conn, os.getpid()
+        return self._connections.get()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # timeout is SQLite's busy_timeout: a writer waits for another process's lock instead of failing.
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        use_wal(conn, self.timeout)  # readers never block the one writer
+        # A search over its CPU budget is interrupted inside SQLite, not after bm25() has scored
+        # every row a common term matches (the handler runs every 10,000 virtual machine steps).
+        conn.set_progress_handler(_over_cpu_deadline, 10_000)
         return conn
 
     @contextmanager
@@ -177,10 +167,7 @@ class SqliteKeywordIndex:
 
     def close(self) -> None:
         """Close this thread's connection; other threads' go with the dropped thread-local."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            conn.close()
-        self._local = threading.local()
+        self._connections.close()
 
     def ping(self) -> None:
         """Open (or reuse) this thread's connection and run a trivial statement (the health check)."""

@@ -25,7 +25,6 @@ membership test on integer codes.
 import dataclasses
 import json
 import logging
-import os
 import secrets
 import sqlite3
 import threading
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ImproperlyConfigured
 
-from common.sqlite import busy, transaction, use_wal
+from common.sqlite import ThreadConnections, busy, transaction, use_wal
 from retrieval.backends import check_top_k, clean_filter, clean_rows, matches_nothing
 from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 
@@ -52,7 +51,6 @@ HIT_FIELDS = ("kind", "kb_id", "document_id", "parent_id")
 _NOT_STORED = {"id", "text", "vector"}  # every other IndexRow field is stored and filterable
 _PARTITION = ("tenant_id", "kb_id", "kind")  # narrowed in SQL through the partition table
 _COMPACT_SHARE = 0.25  # rebuild a partition's arrays once this share of their slots is dead
-_INHERITED: list[sqlite3.Connection] = []
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vec_state (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL, "
@@ -322,33 +320,30 @@ class SqliteVectorIndex:
             raise ImproperlyConfigured("SqliteVectorIndex needs OPTIONS['path'].")
         self.path = Path(options["path"])
         self.timeout = float(options.get("timeout", 30))
-        self._local = threading.local()
+        self._connections = ThreadConnections(self._connect)
         self._parts: dict[int, _Partition] = {}
         self._epoch = ""
         self._lock = threading.Lock()
 
     # --- connections and transactions
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid != os.getpid():
-            _INHERITED.append(conn)  # inherited across fork: neither used nor closed in the child
-            conn = None
-        if conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            use_wal(conn, self.timeout)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO vec_state (k, seq, epoch) VALUES (0, 0, ?)", (secrets.token_hex(8),))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                conn.close()
-                raise
-            self._local.conn, self._local.pid = conn, os.getpid()
+        return self._connections.get()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        use_wal(conn, self.timeout)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO vec_state (k, seq, epoch) VALUES (0, 0, ?)", (secrets.token_hex(8),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.close()
+            raise
         return conn
 
     @contextmanager
@@ -358,10 +353,7 @@ class SqliteVectorIndex:
             yield conn
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            conn.close()
-        self._local = threading.local()
+        self._connections.close()
 
     def ping(self) -> None:
         self._conn().execute("SELECT seq FROM vec_state").fetchone()
