@@ -1,7 +1,7 @@
 """Index fixtures for any test module: `from tests.index_fixtures import milvus_lite_uri, ...`.
 
 - `milvus_lite_uri` (session): one Milvus Lite server on a free port in a temporary directory.
-- `sqlite_keyword_index`, `sqlite_vector_index`, `milvus_vector_index`: a fresh backend per test (own
+- `sqlite_keyword_index`, `tantivy_keyword_index`, `sqlite_vector_index`, `milvus_vector_index`: a fresh backend per test (own
   file / own prefix).
 - `milvus_server` (session): (uri, token, version) of a Milvus server: MILVUS_URI (and MILVUS_TOKEN)
   when set, else a Milvus 2.3.5 standalone from the `milvus` package (the `test` extra) started once
@@ -130,6 +130,15 @@ def sqlite_keyword_index(tmp_path):
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
 
     index = SqliteKeywordIndex({"path": str(tmp_path / "keyword.sqlite3")})
+    yield index
+    index.close()
+
+
+@pytest.fixture
+def tantivy_keyword_index(tmp_path):
+    from retrieval.backends.tantivy_keywords import TantivyKeywordIndex
+
+    index = TantivyKeywordIndex({"directory": str(tmp_path / "keyword-index")})
     yield index
     index.close()
 
