@@ -378,11 +378,11 @@ class TantivyKeywordIndex:
         if matches_nothing(flt):
             return 0
         tenant = flt.tenant_id if flt.exclusive else None
-        if not (self._set_dir(tenant) / "meta.json").exists():
-            return 0
+        # Under the lock even when there may be nothing: a directory that cannot be made or locked is
+        # an error the caller reports (`reconcile --repair` then), not "nothing to delete".
         with self._writing():
             index = self._write_index(tenant, create=False)
-            if index is None:  # dropped meanwhile
+            if index is None:  # no such table set (yet, or dropped)
                 return 0
             searcher = index.searcher()  # what the last commit holds; no one else writes until we let go
             query = filter_query(flt, searcher)
@@ -413,6 +413,7 @@ class TantivyKeywordIndex:
         return True
 
     def close(self) -> None:
+        self._forked()  # a parent's readers are left alone, not dropped, in a child
         with self._lock:
             self._readers.clear()
 
