@@ -371,7 +371,7 @@ class SqliteVectorIndex:
         self._catch_up([(pid, part) for pid, part, version in parts if part.version < version])
 
     def is_empty(self) -> bool:
-        """No row at all, of any place or width (retrieval/vector_upgrade.py asks)."""
+        """No row at all, of any place or width (retrieval/index_upgrade.py asks)."""
         return self._conn().execute("SELECT 1 FROM vec_rows LIMIT 1").fetchone() is None
 
     # --- writes
