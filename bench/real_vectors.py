@@ -93,11 +93,13 @@ def questions() -> list[str]:
 
 
 def load(out: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """(texts, their vectors, the questions' vectors) of the chunks done so far (any of them)."""
     texts = json.loads((out / "texts.json").read_text())
     chunks = sorted(out.glob("chunk-*.npy"))
+    done = [int(c.stem.split("-")[1]) for c in chunks]
     matrix = np.concatenate([np.load(c) for c in chunks]) if chunks else np.zeros((0, 384), np.float32)
     queries = np.load(out / "queries.npy") if (out / "queries.npy").exists() else None
-    return texts[: len(matrix)], matrix, queries
+    return [t for i in done for t in texts[i * CHUNK : (i + 1) * CHUNK]], matrix, queries
 
 
 def main(argv=None):
@@ -105,6 +107,7 @@ def main(argv=None):
     parser.add_argument("--out", default="/tmp/loci-vector-real")
     parser.add_argument("--limit", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--reverse", action="store_true", help="last chunk first (a second worker)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,13 +129,16 @@ def main(argv=None):
         qs = [qs[i] for i in np.random.default_rng(12).permutation(len(qs))[: args.queries]]
         (out / "queries.json").write_text(json.dumps(qs, ensure_ascii=False))
         np.save(out / "queries.npy", np.stack([np.asarray(embedder().embed_query(q), np.float32) for q in qs]))
-    for start in range(0, len(texts), CHUNK):
+    starts = list(range(0, len(texts), CHUNK))
+    for start in reversed(starts) if args.reverse else starts:
         path = out / f"chunk-{start // CHUNK:04d}.npy"
-        if path.exists():
+        if path.exists() or (out / f"{path.name}.taken").exists():
             continue
+        (out / f"{path.name}.taken").touch()  # the other worker skips it
         t0 = time.process_time()
         matrix = np.asarray(embedder().embed_documents(texts[start : start + CHUNK]), dtype=np.float32)
-        np.save(path, matrix)
+        np.save(out / f"tmp-{path.name}", matrix)
+        (out / f"tmp-{path.name}").rename(path)
         print(f"{start + len(matrix)} done, {time.process_time() - t0:.1f} CPU-s", flush=True)
 
 

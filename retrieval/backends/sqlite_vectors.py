@@ -49,6 +49,7 @@ faiss.omp_set_num_threads(1)
 
 SHARED = -1  # the place of the shared table set; an exclusive tenant's place is its id
 PAGE = 1000
+CATCH_UP_PAGE = 20_000  # rows read into a partition's copy at a time
 HIT_FIELDS = ("kind", "kb_id", "document_id", "parent_id")
 _NOT_STORED = {"id", "text", "vector"}  # every other IndexRow field is stored and filterable
 _PARTITION = ("tenant_id", "kb_id", "kind")  # narrowed in SQL through the partition table
@@ -116,8 +117,7 @@ def _predicates(flt: IndexFilter) -> tuple[list[tuple[str, Callable]], tuple[str
             continue
         if isinstance(value, tuple):
             if value or name == "kb_ids":
-                members = frozenset(value)
-                tests.append((_column(name), members.__contains__))
+                tests.append((_column(name), _In(value)))
         elif isinstance(value, dict):
             if value:
                 tests.append((name, _contains(value)))
@@ -166,16 +166,44 @@ class _Column:
         return code
 
 
-def _mask(codes: np.ndarray, values: list, test: Callable, n: int) -> np.ndarray:
-    """Which of the first `n` rows hold a value passing `test` (evaluated once per distinct value)."""
-    wanted = [code for code, value in enumerate(values) if test(value) is True]
+class _In:
+    """The test "the value is one of these" (a tuple filter field), whose members a partition's
+    column looks up among its codes: one dict lookup per member, not a call per distinct value (a
+    parent filter over a million facts has a hundred thousand distinct parents)."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members):
+        self.members = frozenset(members)
+
+    def __call__(self, value) -> bool:
+        return value in self.members
+
+
+def _mask(codes: np.ndarray, values: list, code_of: dict, test: Callable, n: int) -> np.ndarray:
+    """Which of the first `n` rows hold a value passing `test` (evaluated once per distinct value,
+    or looked up per member for an _In)."""
+    count = len(values)  # a catch-up may append values meanwhile: codes past it are not looked at
+    if isinstance(test, _In) and len(test.members) < count:
+        wanted = sorted({code for code in (code_of.get(_key(m)) for m in test.members)
+                         if code is not None and code < count})
+    else:
+        wanted = [code for code, value in enumerate(values[:count]) if test(value) is True]
     if not wanted:
         return np.zeros(n, dtype=bool)
-    if len(wanted) == len(values):
+    if len(wanted) == count:
         return codes[:n] >= 0
     if len(wanted) == 1:
         return codes[:n] == wanted[0]
-    return np.isin(codes[:n], np.asarray(wanted, dtype=np.int32))
+    # A lookup table read at each row's code (one pass; np.isin makes one per wanted code). Its
+    # last entry stays False: a row without the field holds code -1, and a row rewritten meanwhile
+    # with a value appended since `count` was read holds `count` (left out) or more (np.isin then).
+    table = np.zeros(count + 1, dtype=bool)
+    table[wanted] = True
+    try:
+        return table[codes[:n]]
+    except IndexError:
+        return np.isin(codes[:n], np.asarray(wanted, dtype=np.int32))
 
 
 class _Partition:
@@ -290,7 +318,7 @@ class _Partition:
         replaces the arrays it grows or compacts (the view keeps the old ones) and appends to the
         lists (the view reads only its first n); a row rewritten in place meanwhile is a concurrent write."""
         return _View(self.n, self.vectors, self.alive, self.ids, self.slot_of_id,
-                     {name: (col.codes, col.values) for name, col in self.columns.items()})
+                     {name: (col.codes, col.values, col.code_of) for name, col in self.columns.items()})
 
 
 class _View:
@@ -324,7 +352,7 @@ class _View:
             either = np.zeros(n, dtype=bool)
             either[self._slots(or_ids)] = True
             if flt.parent_ids and "parent_id" in self.columns:
-                either |= _mask(*self.columns["parent_id"], frozenset(flt.parent_ids).__contains__, n)
+                either |= _mask(*self.columns["parent_id"], _In(flt.parent_ids), n)
             mask &= either
         return mask
 
@@ -589,9 +617,13 @@ class SqliteVectorIndex:
                         continue
                     gone = [rid for (rid,) in conn.execute(
                         "SELECT rid FROM vec_gone WHERE pid = ? AND seq > ?", (pid, part.version))]
-                    rows = conn.execute("SELECT rid, id, fields, vector FROM vec_rows WHERE pid = ? AND seq > ?",
-                                        (pid, part.version)).fetchall()
-                part.apply(gone, rows, row[0])
+                    cursor = conn.execute("SELECT rid, id, fields, vector FROM vec_rows WHERE pid = ? AND seq > ?",
+                                          (pid, part.version))
+                    # In pages: a million-row partition is never held twice (fetched rows and arrays).
+                    while rows := cursor.fetchmany(CATCH_UP_PAGE):
+                        part.apply(gone, rows, part.version)
+                        gone = []
+                    part.apply(gone, [], row[0])
 
     def _coarse(self, part: _Partition, n: int) -> Coarse | None:
         """The partition's IVF, brought up to date, when it is large enough to have one (its build
