@@ -181,13 +181,13 @@ def latency(args) -> dict:
     out["file bytes per row"] = round(path.stat().st_size / args.rows)
     base_flt = IndexFilter(tenant_id=1, kb_ids=(1,))
     index = SqliteVectorIndex({"path": str(path), "approximate_build": "inline"})
+    q0 = np.asarray(embedder().embed_query(qtexts[0]), np.float32).tolist()  # the model loaded before RSS is read
     rss0 = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
     index.preload()
     out["load partitions: wall s / CPU s"] = [round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)]
     rss1 = _rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
-    q0 = np.asarray(embedder().embed_query(qtexts[0]), np.float32).tolist()
     for kind in ("atomic_fact", "episode"):  # builds each IVF inline
         index.search(q0, IndexFilter(tenant_id=1, kb_ids=(1,), kinds=(kind,)), K)
     out["build IVFs: wall s / CPU s"] = [round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)]
@@ -198,6 +198,16 @@ def latency(args) -> dict:
         round((rss2 - rss1) * 2**20 / args.rows),
     ]
     out["peak resident MB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if args.lock:  # loaded and built niced outside the lock; only the timing holds it
+        import fcntl
+
+        lock = open(args.lock, "w")  # noqa: SIM115 (held until the process exits)
+        t0 = time.perf_counter()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.nice(0) > 0:  # started niced for the loading; timed at normal priority (root may lower it)
+            os.nice(-os.nice(0))
+        out["waited for the lock s"] = round(time.perf_counter() - t0)
+        out["load average at the lock"] = round(os.getloadavg()[0], 2)
     limit = 10
     n_recall = 2 * limit
     pool = ThreadPoolExecutor(2)
@@ -285,6 +295,7 @@ def main(argv=None):
     parser.add_argument("--file", default="/tmp/loci-vec-1m/vectors.sqlite3")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--recall-queries", type=int, default=0)
+    parser.add_argument("--lock", help="take this flock only for the timed part (after loading and building)")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loci.settings")
     import django

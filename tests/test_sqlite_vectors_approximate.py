@@ -185,3 +185,13 @@ def test_bad_options_are_refused(path):
     for options in ({"nprobe": 0}, {"approximate_rows": -1}, {"approximate_build": "later"}):
         with pytest.raises(ImproperlyConfigured):
             SqliteVectorIndex({"path": path, **options})
+
+
+def test_a_warm_start_builds_the_ivf_of_each_large_partition_before_the_first_search(path):
+    SqliteVectorIndex({"path": path}).upsert(
+        _rows(_matrix()) + [IndexRow(id="memory:e", tenant_id=1, kb_id=1, kind="episode", vector=[1.0] * DIM)]
+    )
+    starting = SqliteVectorIndex({"path": path, "approximate_rows": 1000})
+    starting.preload()
+    assert len(_coarse(starting)) == 1  # the facts' partition; the one-row episodes' needs none
+    assert _ids(starting, _matrix()[4], flt())[0] == "memory:4"

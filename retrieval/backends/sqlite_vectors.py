@@ -433,7 +433,8 @@ class SqliteVectorIndex:
         self._conn().execute("SELECT seq FROM vec_state").fetchone()
 
     def preload(self) -> None:
-        """Bring this process's copy of every partition up to date (a starting process warms up with it)."""
+        """Bring this process's copy of every partition up to date and build the IVF of each large
+        one (a starting process warms up with it; searches meanwhile scan exactly)."""
         conn = self._conn()
         found = conn.execute("SELECT p.pid, p.version, p.dim, s.epoch FROM vec_parts AS p, vec_state AS s").fetchall()
         if not found:
@@ -443,6 +444,19 @@ class SqliteVectorIndex:
                 self._parts, self._epoch = {}, found[0][3]
             parts = [(pid, self._parts.setdefault(pid, _Partition(dim)), version) for pid, version, dim, _ in found]
         self._catch_up([(pid, part) for pid, part, version in parts if part.version < version])
+        for _, part, _ in parts:
+            self._prepare(part)
+
+    def _prepare(self, part: _Partition) -> None:
+        """Build the partition's IVF in this thread if it needs one, holding its lock only to install it."""
+        with part.lock:
+            n = part.n - part.dead
+            if (not self.approximate_rows or n < self.approximate_rows or part.building
+                    or (part.coarse is not None and part.n <= GROWTH * part.coarse.trained_on)):
+                return
+            part.building = True
+            job = (part, part.vectors, part.n, part.generation, part.log_end())
+        _build(*job, background=True)
 
     def is_empty(self) -> bool:
         """No row at all, of any place or width (retrieval/vector_upgrade.py asks)."""
