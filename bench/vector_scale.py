@@ -1,7 +1,7 @@
 """The embedded vector index at scale: recall of its approximate path on real vectors, and hybrid's
 vector calls at a million memories in one tenant.
 
-    nice -n 10 python -m bench.vector_scale recall [--real /tmp/loci-vector-real] [--nprobes 8,16,32,64]
+    nice -n 10 python -m bench.vector_scale recall [--real /tmp/loci-vector-real] [--shares 0.03,0.06,0.1,0.15]
     flock /tmp/loci-heavy.lock python -m bench.vector_scale latency --rows 1000000 [--file F] [--queries 200]
 
 `recall`: the distinct real sentences bench.real_vectors embedded (e5-small-onnx), one row each in
@@ -9,8 +9,8 @@ one partition, searched by real questions (embedded as queries) through the back
 approximate path forced (`approximate_rows` 1, `exact_rows` 0) and exactly (`approximate_rows` 0)
 over the same file; recall@20 of the approximate top 20 against the exact top 20, under three
 filters: every row passes, a third passes (status), a tenth passes (user_id). The questions are
-split in two halves: `--nprobes` are compared on the first (tuning), the chosen one
-(`--chosen`, default the backend's NPROBE) is reported on the second (held out).
+split in two halves: the `--shares` of lists read are compared on the first (tuning), the chosen
+one (`--chosen`, default the backend's PROBE_SHARE) is reported on the second (held out).
 
 `latency`: `--rows` memories in one tenant laid out as bench.latency lays them (ten facts to an
 episode, facts carry their episode as parent), each row a real vector plus noise (σ 0.02), written
@@ -92,12 +92,12 @@ def recall(args) -> dict:
         "tuning half": half,
         "held-out half": len(held_out),
         "nlist": None,
-        "by nprobe (tuning half)": {},
+        "by share of lists read (tuning half)": {},
     }
 
-    def measure(nprobe, qs, offset):
+    def measure(share, qs, offset):
         index = SqliteVectorIndex(
-            {"path": path, "approximate_rows": 1, "exact_rows": 0, "nprobe": nprobe, "approximate_build": "inline"}
+            {"path": path, "approximate_rows": 1, "exact_rows": 0, "probe_share": share, "approximate_build": "inline"}
         )
         t0 = time.process_time()
         index.search(qs[0].tolist(), filters["all rows pass"], K)
@@ -121,11 +121,11 @@ def recall(args) -> dict:
         index.close()
         return res
 
-    for nprobe in [int(x) for x in args.nprobes.split(",")]:
-        out["by nprobe (tuning half)"][nprobe] = measure(nprobe, tune, 0)
-        print(json.dumps({nprobe: out["by nprobe (tuning half)"][nprobe]}), flush=True)
-    chosen = args.chosen or sqlite_vectors.NPROBE
-    out[f"nprobe {chosen}, held-out half"] = measure(chosen, held_out, half)
+    for share in [float(x) for x in args.shares.split(",")]:
+        out["by share of lists read (tuning half)"][share] = measure(share, tune, 0)
+        print(json.dumps({share: out["by share of lists read (tuning half)"][share]}), flush=True)
+    chosen = args.chosen or sqlite_vectors.PROBE_SHARE
+    out[f"share {chosen}, held-out half"] = measure(chosen, held_out, half)
     times = []
     for q in held_out:
         t0 = time.process_time()
@@ -289,8 +289,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=("recall", "latency"))
     parser.add_argument("--real", default="/tmp/loci-vector-real")
-    parser.add_argument("--nprobes", default="8,16,32,64")
-    parser.add_argument("--chosen", type=int, default=0)
+    parser.add_argument("--shares", default="0.03,0.06,0.1,0.15")
+    parser.add_argument("--chosen", type=float, default=0)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--file", default="/tmp/loci-vec-1m/vectors.sqlite3")
     parser.add_argument("--queries", type=int, default=200)

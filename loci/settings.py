@@ -347,11 +347,11 @@ LOCI_VECTOR_INDEX = {
                                         {"Strong", "Bounded", "Session", "Eventually"}),
         # The embedded index's approximate path (retrieval/backends/coarse.py): a partition of at
         # least this many rows is searched through an IVF when more than EXACT_ROWS of its rows pass
-        # the filter (0: always exact); NPROBE lists are read when every row passes, CANDIDATES x
+        # the filter (0: always exact); PROBE_SHARE of its lists are read when every row passes, CANDIDATES x
         # top_k proposals are rescored exactly.
         "approximate_rows": env_int("LOCI_VECTOR_APPROXIMATE_ROWS", 50_000, minimum=0),
         "exact_rows": env_int("LOCI_VECTOR_EXACT_ROWS", 20_000, minimum=0),
-        "nprobe": env_int("LOCI_VECTOR_NPROBE", 32, minimum=1),
+        "probe_share": env_float("LOCI_VECTOR_PROBE_SHARE", 0.1, minimum=0.001, maximum=1.0),
         "candidates": env_int("LOCI_VECTOR_CANDIDATES", 4, minimum=1),
     },
 }

@@ -182,7 +182,7 @@ def test_the_background_build_leaves_searches_exact_until_it_is_ready(path):
 def test_bad_options_are_refused(path):
     from django.core.exceptions import ImproperlyConfigured
 
-    for options in ({"nprobe": 0}, {"approximate_rows": -1}, {"approximate_build": "later"}):
+    for options in ({"probe_share": 0}, {"probe_share": 1.5}, {"approximate_rows": -1}, {"approximate_build": "later"}):
         with pytest.raises(ImproperlyConfigured):
             SqliteVectorIndex({"path": path, **options})
 

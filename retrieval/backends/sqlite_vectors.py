@@ -54,10 +54,10 @@ HIT_FIELDS = ("kind", "kb_id", "document_id", "parent_id")
 _NOT_STORED = {"id", "text", "vector"}  # every other IndexRow field is stored and filterable
 _PARTITION = ("tenant_id", "kb_id", "kind")  # narrowed in SQL through the partition table
 _COMPACT_SHARE = 0.25  # rebuild a partition's arrays once this share of their slots is dead
-# Defaults of the approximate path (OPTIONS approximate_rows, exact_rows, nprobe, candidates):
+# Defaults of the approximate path (OPTIONS approximate_rows, exact_rows, probe_share, candidates):
 APPROXIMATE_ROWS = 50_000  # a partition this large gets an IVF
 EXACT_ROWS = 20_000  # at most this many passing rows are scored exactly, whatever the partition's size
-NPROBE = 32  # lists read when every row passes (more when fewer pass: coarse.Coarse.candidates)
+PROBE_SHARE = 0.1  # share of the lists read when every row passes (more when fewer pass: coarse.py)
 CANDIDATES = 4  # the IVF proposes this many times top_k, rescored exactly
 MAX_APPROXIMATE_K = 1000  # a longer answer (top_k -1: every row) is scored exactly
 
@@ -388,11 +388,11 @@ class SqliteVectorIndex:
         # are gathered and scored exactly); 0 turns it off. Measured in bench/RESULTS.md (issue 25).
         self.approximate_rows = int(options.get("approximate_rows", APPROXIMATE_ROWS))
         self.exact_rows = int(options.get("exact_rows", EXACT_ROWS))
-        self.nprobe = int(options.get("nprobe", NPROBE))
+        self.probe_share = float(options.get("probe_share", PROBE_SHARE))
         self.candidates = int(options.get("candidates", CANDIDATES))
-        if min(self.approximate_rows, self.exact_rows, self.nprobe - 1, self.candidates - 1) < 0:
+        if min(self.approximate_rows, self.exact_rows, self.candidates - 1) < 0 or not 0 < self.probe_share <= 1:
             raise ImproperlyConfigured("SqliteVectorIndex: approximate_rows and exact_rows must be >= 0, "
-                                       "nprobe and candidates >= 1.")
+                                       "candidates >= 1, probe_share in (0, 1].")
         # "background": the first search of a large partition starts the build and scans exactly
         # until it is done; "inline": that search builds it (tests, benchmarks).
         self.build_in = options.get("approximate_build", "background")
@@ -684,7 +684,7 @@ class SqliteVectorIndex:
             if coarse is not None and passing > self.exact_rows and limit <= MAX_APPROXIMATE_K:
                 # A large partition, many rows passing: the IVF proposes, the float rows score.
                 proposed = coarse.candidates(matrix, mask, passing, min(passing, limit * self.candidates),
-                                             self.nprobe)
+                                             self.probe_share)
                 for q in range(len(queries)):
                     found[q] += _rescored(view, proposed[q], matrix[q], limit, min_score)
                 continue
