@@ -44,6 +44,7 @@ from memory import curation
 from memory.models import Document, Memory
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
+from tenants import rate_limits as allowances
 from tenants.access import Scope, permitted_scope
 from tenants.api.serializers import KnowledgeBaseSerializer
 from tenants.models import ApiKey
@@ -86,8 +87,8 @@ def build_server(key_for: KeyFor) -> MCPServer:
     """An MCP server whose tools act as the API key `key_for(ctx)` names."""
     server = MCPServer("loci", instructions=INSTRUCTIONS)
 
-    async def act(ctx: Context, work: Callable[[Scope], Any], *, write: bool = False) -> dict:
-        return await sync_to_async(_as_caller, thread_sensitive=True)(key_for(ctx), write, work)
+    async def act(ctx: Context, work: Callable[[Scope], Any], *, write: bool = False, searching: bool = False) -> dict:
+        return await sync_to_async(_as_caller, thread_sensitive=True)(key_for(ctx), write, work, searching)
 
     @server.tool()
     async def add_messages(user_id: str, session_id: str, messages: list[ChatMessage], ctx: Context,
@@ -138,7 +139,7 @@ def build_server(key_for: KeyFor) -> MCPServer:
         body = {"query": query, "method": method, "top_k": top_k, "memory_types": memory_types,
                 "filters": filters or {}, "expand_context": expand_context, "neighbours": neighbours,
                 "rerank": rerank}
-        return await act(ctx, lambda scope: search(scope, parse_search_request(body)))
+        return await act(ctx, lambda scope: search(scope, parse_search_request(body)), searching=True)
 
     @server.tool()
     async def get_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
@@ -270,11 +271,20 @@ def build_server(key_for: KeyFor) -> MCPServer:
     return server
 
 
-def _as_caller(token: str | None, write: bool, work: Callable[[Scope], Any]) -> dict:
-    """Resolve the key to its scope and run `work` in it; what the caller must fix becomes a tool error."""
+def _as_caller(token: str | None, write: bool, work: Callable[[Scope], Any], searching: bool = False) -> dict:
+    """Resolve the key to its scope and run `work` in it; what the caller must fix becomes a tool error.
+
+    The key spends the same allowances as on the REST API (LOCI_RATE_LIMIT_USER per call, and for a
+    search LOCI_RATE_LIMIT_SEARCH and LOCI_SEARCH_CPU_PER_MINUTE), counted in the same cache, so an
+    agent cannot go round them by speaking MCP instead of HTTP."""
     close_old_connections()  # as a request does: a long-lived server must not reuse a dead connection
     try:
-        result = work(_scope(token, write))
+        key = _key(token)
+        caller = allowances.Caller(key)
+        allowances.check(caller, searching=searching)
+        result = work(permitted_scope(key, write=write))
+        if searching and isinstance(result, dict):
+            allowances.charge_search_cpu(caller, result.get("query", {}).get("cpu_ms", 0) / 1000)
         # Exactly the JSON the REST API renders (dates, UUIDs), not a second notion of it.
         return json.loads(json.dumps(result, cls=JSONEncoder))
     except (SearchError, conversation.ConversationError, PermissionDenied, Http404) as exc:
@@ -289,14 +299,14 @@ def _as_caller(token: str | None, write: bool, work: Callable[[Scope], Any]) -> 
         close_old_connections()
 
 
-def _scope(token: str | None, write: bool) -> Scope:
+def _key(token: str | None) -> ApiKey:
     if not token:
         raise PermissionDenied("No API key: send 'Authorization: Bearer <key>' (HTTP) or set LOCI_API_KEY (stdio).")
     key = ApiKey.verify(token)
     if key is None:
         raise PermissionDenied("Invalid or revoked API key.")
     key.touch()
-    return permitted_scope(key, write=write)
+    return key
 
 
 def _valid(serializer_class, data: dict) -> dict:

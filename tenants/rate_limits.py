@@ -110,3 +110,24 @@ def _cpu_key(request) -> str | None:
     if request.user and request.user.is_authenticated and request.user.pk is not None:
         return f"loci:cpu:search:user-{request.user.pk}"
     return None
+
+
+class Caller:
+    """An API key calling from outside a DRF request (the MCP tools): what the throttles read of a request."""
+
+    user = None
+
+    def __init__(self, key: ApiKey):
+        self.auth = key
+
+
+class _View:
+    def __init__(self, searching: bool):
+        self.throttle_scope = "search" if searching else None
+
+
+def check(caller: Caller, *, searching: bool) -> None:
+    """Raise Throttled, as the REST API would answer 429, if `caller` is past an allowance now."""
+    view = _View(searching)
+    for throttle in (PrincipalRateThrottle(), SearchRateThrottle(), SearchCpuThrottle()):
+        throttle.allow_request(caller, view)  # each raises Throttled with its reason when over

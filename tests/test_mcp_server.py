@@ -44,6 +44,8 @@ alice_key, alice = ApiKey.issue(acme, "alice", can_write=True)
 _, notes_only = ApiKey.issue(acme, "notes-only", can_write=True, knowledge_bases=[notes])
 _, globex_key = ApiKey.issue(globex, "globex", can_write=True)
 _, reader = ApiKey.issue(acme, "reader")  # read-only, every KB of acme
+_, limited = ApiKey.issue(acme, "limited")  # the allowances' test alone uses these two
+_, frugal = ApiKey.issue(acme, "frugal")
 
 def remember(key, kb, session, *lines):
     scope = permitted_scope(key, write=True)
@@ -60,7 +62,8 @@ remember(ApiKey.objects.get(name="globex"), secret, "merger", "The Initech merge
 from memory.models import Memory
 Memory.objects.create(tenant=acme, kb=conversations, kind="profile", user_id="setup", text="Lives in Marseille.",
                       metadata={"subject": "user", "category": "home", "value": "Marseille"})
-print(json.dumps({"alice": alice, "notes_only": notes_only, "globex": globex_key, "reader": reader}))
+print(json.dumps({"alice": alice, "notes_only": notes_only, "globex": globex_key, "reader": reader,
+                  "limited": limited, "frugal": frugal}))
 """
 
 
@@ -204,6 +207,24 @@ def test_stdio_a_key_limited_to_one_kb_sees_only_that_kb(installation):
                                                              kb="conversations", messages=turns("hello there"))
 
     asyncio.run(scenario())
+
+
+def test_stdio_a_key_spends_the_same_search_allowances_as_on_the_rest_api(installation):
+    """MCP is no way round LOCI_RATE_LIMIT_SEARCH or LOCI_SEARCH_CPU_PER_MINUTE: past them a search is refused
+    with the REST API's reason, while the key's other tools and other keys go on."""
+    env, keys = installation
+
+    async def scenario(key, limits, searches_allowed, setting):
+        async with stdio({**env, **limits}, key) as client:
+            for _ in range(searches_allowed):
+                await call(client, "search", query="pottery class")
+            reason = await refusal(client, "search", query="pottery class")
+            assert setting in reason and "this API key" in reason and "try again in" in reason, reason
+            assert (await call(client, "list_knowledge_bases"))["knowledge_bases"]  # not a search: allowed
+
+    asyncio.run(scenario(keys["limited"], {"LOCI_RATE_LIMIT_SEARCH": "2/min"}, 2, "LOCI_RATE_LIMIT_SEARCH"))
+    # The first search spends the whole CPU allowance; the next one is refused.
+    asyncio.run(scenario(keys["frugal"], {"LOCI_SEARCH_CPU_PER_MINUTE": "0.000001"}, 1, "LOCI_SEARCH_CPU_PER_MINUTE"))
 
 
 def test_stdio_a_bad_key_is_refused_before_serving(installation):
