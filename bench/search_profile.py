@@ -55,11 +55,13 @@ def instrument() -> None:
     from retrieval import results
     from retrieval.backends.milvus import MilvusVectorIndex
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
+    from retrieval.backends.tantivy_keywords import TantivyKeywordIndex
     from retrieval.embeddings.cache import CachedEmbedder
     from retrieval.search import entity_recall, flat, hybrid, memory_kinds, ranking, response, scoring
 
     MilvusVectorIndex.search = _timed("engine: vector search", MilvusVectorIndex.search)
     SqliteKeywordIndex.search = _timed("engine: keyword search", SqliteKeywordIndex.search)
+    TantivyKeywordIndex.search = _timed("engine: keyword search", TantivyKeywordIndex.search)
     CachedEmbedder.embed_query = _timed("engine: query embedding", CachedEmbedder.embed_query)
     for name in ("coarse_recall", "prefetch_recalled", "fuse", "episodes_of_facts", "fact_scorer", "expand"):
         setattr(hybrid, name, _timed(f"stage: {name}", getattr(hybrid, name)))

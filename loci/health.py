@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from ingest import worker_liveness
 from loci.supervision import RESTARTING, read_state
-from retrieval import vector_upgrade, warmup
+from retrieval import index_upgrade, warmup
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import identity
@@ -92,13 +92,15 @@ def healthz(request):
         notice = None
     if notice:  # still serving (with the build's own model), so not a failure: what to run
         body["embedder"] = notice
-    try:
-        upgrade = vector_upgrade.notice()
-    except Exception as exc:  # the checks above report an unreachable index; this is advice only
-        log.warning("health: cannot tell whether the vector index awaits its move from Milvus Lite: %s", exc)
-        upgrade = None
-    if upgrade:  # keyword search still answers, so not a failure: what to run
-        body["vector_index_upgrade"] = upgrade
+    for kind in ("vector", "keyword"):
+        try:
+            upgrade = index_upgrade.notice(kind)
+        except Exception as exc:  # the checks above report an unreachable index; this is advice only
+            log.warning("health: cannot tell whether the %s index awaits its move into the embedded default: %s",
+                        kind, exc)
+            upgrade = None
+        if upgrade:  # the other kind of search still answers, so not a failure: what to run
+            body[f"{kind}_index_upgrade"] = upgrade
     warm = warmup.state()
     if warm is not None:  # "warming": searches arriving now wait for the model (outside their deadline)
         body["warmup"] = warm

@@ -356,12 +356,17 @@ LOCI_VECTOR_INDEX = {
     },
 }
 LOCI_KEYWORD_INDEX = {
+    # The default without OPENSEARCH_URL: tantivy indexes in var/keyword-index, searched inside each
+    # process. LOCI_KEYWORD_BACKEND=retrieval.backends.sqlite_fts.SqliteKeywordIndex selects SQLite FTS5
+    # (var/keyword.sqlite3: where an installation kept its keyword rows before tantivy was the default).
     "BACKEND": env_str(
         "LOCI_KEYWORD_BACKEND",
-        "retrieval.backends.opensearch.OpenSearchKeywordIndex" if OPENSEARCH_URL else "retrieval.backends.sqlite_fts.SqliteKeywordIndex",
+        "retrieval.backends.opensearch.OpenSearchKeywordIndex" if OPENSEARCH_URL
+        else "retrieval.backends.tantivy_keywords.TantivyKeywordIndex",
     ),
     "OPTIONS": {
-        "path": str(VAR_DIR / "keyword.sqlite3"),
+        "directory": str(VAR_DIR / "keyword-index"),  # tantivy's (each build: keyword-index.bN)
+        "path": str(VAR_DIR / "keyword.sqlite3"),  # FTS5's (each build: keyword.bN.sqlite3)
         "url": OPENSEARCH_URL,
         "index_prefix": env_str("OPENSEARCH_INDEX_PREFIX", "loci"),
         "verify_certs": env_bool("OPENSEARCH_VERIFY_CERTS", True),

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 os.environ.setdefault("LOCI_WARM_START", "0")
 
 from tests.browser_fixtures import browser, console, server  # noqa: F401  (fixtures: one installation per session)
-from tests.index_fixtures import lite_vector_settings, milvus_lite_uri  # noqa: F401  (fixtures)
+from tests.index_fixtures import lite_vector_settings, memory_backed_dir, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -52,15 +53,17 @@ def warm_embedding_cache(settings, embedding_cache_of_this_run):
 
 @pytest.fixture(autouse=True)
 def _isolated_var(settings, tmp_path):
-    """Each test gets its own media and index directories under tmp_path."""
+    """Each test gets its own media and index directories under tmp_path (the keyword index's in memory)."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast fixtures
     # A cache of the test's own: failed-credential counters must not carry over between tests.
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
                                    "LOCATION": str(tmp_path)}}
+    keyword_dir = memory_backed_dir(tmp_path)
     settings.LOCI_KEYWORD_INDEX = {
         **settings.LOCI_KEYWORD_INDEX,
-        "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3")},
+        "OPTIONS": {**settings.LOCI_KEYWORD_INDEX["OPTIONS"], "path": str(tmp_path / "keyword.sqlite3"),
+                    "directory": str(keyword_dir / "keyword-index")},
     }
     settings.LOCI_VECTOR_INDEX = {
         **settings.LOCI_VECTOR_INDEX,
@@ -70,6 +73,9 @@ def _isolated_var(settings, tmp_path):
     settings.MILVUS_LITE_PATH = tmp_path / "milvus.db"
     # Each test's builds and their recorded embedder identity are its own (never the checkout's var).
     settings.LOCI_INDEX_STATE = tmp_path / "index-builds.json"
+    yield
+    if keyword_dir != tmp_path:
+        shutil.rmtree(keyword_dir, ignore_errors=True)
 
 
 class FakeClock:

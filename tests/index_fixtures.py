@@ -1,7 +1,7 @@
 """Index fixtures for any test module: `from tests.index_fixtures import milvus_lite_uri, ...`.
 
 - `milvus_lite_uri` (session): one Milvus Lite server on a free port in a temporary directory.
-- `sqlite_keyword_index`, `sqlite_vector_index`, `milvus_vector_index`: a fresh backend per test (own
+- `sqlite_keyword_index`, `tantivy_keyword_index`, `sqlite_vector_index`, `milvus_vector_index`: a fresh backend per test (own
   file / own prefix).
 - `milvus_server` (session): (uri, token, version) of a Milvus server: MILVUS_URI (and MILVUS_TOKEN)
   when set, else a Milvus 2.3.5 standalone from the `milvus` package (the `test` extra) started once
@@ -21,8 +21,10 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -132,6 +134,29 @@ def sqlite_keyword_index(tmp_path):
     index = SqliteKeywordIndex({"path": str(tmp_path / "keyword.sqlite3")})
     yield index
     index.close()
+
+
+def memory_backed_dir(tmp_path: Path) -> Path:
+    """A new directory in /dev/shm where there is one (the caller removes it), else `tmp_path`.
+
+    For the keyword index (tantivy), which syncs about 14 files per commit: 50-150 ms on this disk,
+    under 10 in memory. Tests write in many small commits; the suite should not wait on the disk."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return Path(tempfile.mkdtemp(prefix="loci-test-", dir=shm))
+    return tmp_path
+
+
+@pytest.fixture
+def tantivy_keyword_index(tmp_path):
+    from retrieval.backends.tantivy_keywords import TantivyKeywordIndex
+
+    directory = memory_backed_dir(tmp_path)
+    index = TantivyKeywordIndex({"directory": str(directory / "keyword-index")})
+    yield index
+    index.close()
+    if directory != tmp_path:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

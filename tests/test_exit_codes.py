@@ -42,7 +42,8 @@ def test_a_delete_whose_index_removal_failed_says_so_and_reconcile_repair_clears
     assert document.status == Document.Status.READY
     working = settings.LOCI_KEYWORD_INDEX
     # The keyword index unreachable while the delete runs: a file no process can create.
-    settings.LOCI_KEYWORD_INDEX = {**working, "OPTIONS": {**working["OPTIONS"], "path": "/proc/loci-none/k.sqlite3"}}
+    settings.LOCI_KEYWORD_INDEX = {**working, "OPTIONS": {**working["OPTIONS"], "path": "/proc/loci-none/k.sqlite3",
+                                                          "directory": "/proc/loci-none/keyword-index"}}
     reset_backends()
     try:
         with pytest.raises(CommandError, match="Deleted document .* from the database, but removing its rows from "

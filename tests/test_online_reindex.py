@@ -5,6 +5,8 @@ bag-of-terms models of two widths (32-d "default", 64-d "next"), so the test run
 query embedded by the wrong one cannot find anything: the width names the collection.
 """
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -360,19 +362,19 @@ def test_an_installation_indexed_on_milvus_lite_moves_to_the_embedded_index_by_r
     """The upgrade: settings now name the embedded index, whose file starts empty; `reindex` fills it."""
     from django.core.management import call_command
 
-    from retrieval import vector_upgrade
+    from retrieval import index_upgrade
     from retrieval.backends import reset_backends
     from retrieval.backends.milvus import MilvusVectorIndex
 
     on_lite = settings.LOCI_VECTOR_INDEX  # where `memories` were indexed (Milvus Lite)
-    assert found(world, "grey cat Pepper", "vector")[0] == FACTS[0] and vector_upgrade.notice() is None
+    assert found(world, "grey cat Pepper", "vector")[0] == FACTS[0] and index_upgrade.notice("vector") is None
     settings.MILVUS_LITE_PATH = tmp_path / "milvus.db"
     settings.MILVUS_LITE_PATH.write_bytes(b"")  # the old data file stays where it was
     settings.LOCI_VECTOR_INDEX = {"BACKEND": "retrieval.backends.sqlite_vectors.SqliteVectorIndex",
                                   "OPTIONS": {"path": str(tmp_path / "vectors.sqlite3")}}
     reset_backends()
     try:
-        notice = vector_upgrade.notice()
+        notice = index_upgrade.notice("vector")
         assert notice and "manage.py reindex" in notice and str(settings.MILVUS_LITE_PATH) in notice
         assert found(world, "grey cat Pepper", "vector") == []  # nothing moved by itself...
         assert found(world, "grey cat Pepper", "keyword")[0] == FACTS[0]  # ...and keyword search still answers
@@ -381,7 +383,7 @@ def test_an_installation_indexed_on_milvus_lite_moves_to_the_embedded_index_by_r
 
         result = reindex()
 
-        assert result["build"] == 1 and vector_upgrade.notice() is None
+        assert result["build"] == 1 and index_upgrade.notice("vector") is None
         assert type(vector_index()).__name__ == "SqliteVectorIndex" and vector_index().path.name == "vectors.b1.sqlite3"
         for method in ("vector", "hybrid"):
             assert found(world, "grey cat Pepper", method)[0] == FACTS[0]
@@ -389,3 +391,51 @@ def test_an_installation_indexed_on_milvus_lite_moves_to_the_embedded_index_by_r
         assert report["vector"]["missing"] == report["vector"]["stale"] == 0 and rows_of(world, 1)[0] == 600
     finally:
         MilvusVectorIndex(on_lite["OPTIONS"]).drop_all()
+
+
+def test_an_installation_indexed_on_fts5_moves_to_tantivy_by_repair_or_reindex(world, memories, settings, tmp_path):
+    """The keyword upgrade: settings now name tantivy, whose directory starts empty; `reconcile --repair`
+    (keywords only, nothing embedded) or `reindex` fills it, and the notice goes."""
+    from django.core.management import call_command
+
+    from retrieval import index_upgrade
+    from retrieval.backends import reset_backends
+    from tests.index_fixtures import memory_backed_dir
+
+    fts5 = {"BACKEND": "retrieval.backends.sqlite_fts.SqliteKeywordIndex",
+            "OPTIONS": {"path": str(tmp_path / "keyword.sqlite3")}}
+    settings.LOCI_KEYWORD_INDEX = fts5  # where an installation kept its keyword rows before tantivy
+    reset_backends()
+    index_memories(memories)
+    assert found(world, "grey cat Pepper", "keyword")[0] == FACTS[0] and index_upgrade.notice("keyword") is None
+    directory = memory_backed_dir(tmp_path) / "keyword-index"
+    settings.LOCI_KEYWORD_INDEX = {"BACKEND": "retrieval.backends.tantivy_keywords.TantivyKeywordIndex",
+                                   "OPTIONS": {**fts5["OPTIONS"], "directory": str(directory)}}
+    reset_backends()
+    try:
+        notice = index_upgrade.notice("keyword")
+        assert notice and "reconcile --repair" in notice and str(tmp_path / "keyword.sqlite3") in notice
+        assert index_upgrade.notice("vector") is None
+        assert found(world, "grey cat Pepper", "keyword") == []  # nothing moved by itself...
+        assert found(world, "grey cat Pepper", "vector")[0] == FACTS[0]  # ...and vector search still answers
+        with pytest.raises(Exception, match="drifted"):  # reconcile says why every keyword row is missing
+            call_command("reconcile", "--tenant", world.acme.slug)
+
+        call_command("reconcile", "--tenant", world.acme.slug, "--repair")
+
+        assert index_upgrade.notice("keyword") is None
+        assert found(world, "grey cat Pepper", "keyword")[0] == FACTS[0]
+        keyword_index().drop_all()  # the other way: the online reindex writes a build of its own
+        assert index_upgrade.notice("keyword")
+
+        result = reindex()
+
+        assert result["build"] == 1 and keyword_index().directory.name == "keyword-index.b1"
+        assert index_upgrade.notice("keyword") is None  # FTS5's file of build 1 never existed
+        for method in ("keyword", "hybrid"):
+            assert found(world, "grey cat Pepper", method)[0] == FACTS[0]
+        assert reconcile(world.acme)["keyword"]["missing"] == 0
+    finally:
+        keyword_index().drop_all()
+        reset_backends()
+        shutil.rmtree(directory.parent, ignore_errors=True)  # keyword-index and keyword-index.b1

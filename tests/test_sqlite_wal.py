@@ -45,7 +45,8 @@ def test_a_new_database_file_and_keyword_index_are_in_wal_mode(tmp_path):
         "print(connection.cursor().execute('PRAGMA journal_mode').fetchone()[0])\n"
         "print(keyword_index()._conn().execute('PRAGMA journal_mode').fetchone()[0])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=app_env(tmp_path), capture_output=True,
-                          text=True, timeout=60)
+    # FTS5 chosen by name: the default keyword index is tantivy's directory, which has no journal.
+    env = app_env(tmp_path, LOCI_KEYWORD_BACKEND="retrieval.backends.sqlite_fts.SqliteKeywordIndex")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["wal", "wal"]

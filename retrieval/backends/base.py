@@ -204,7 +204,13 @@ class VectorIndex(_IndexContract, Protocol):
 
 class KeywordIndex(_IndexContract, Protocol):
     """Rows with text, searched by BM25 over retrieval.text's analysis (segmented, stemmed, the
-    same in every backend, so the same query finds the same rows)."""
+    same in every backend, so the same query finds the same rows).
+
+    Optional, on the class: `bm25_idf`, the idf its BM25 (k1 1.2, b 0.75) uses, which the contract
+    suite's reference BM25 then computes its scores with: "fts5" (SQLite's bm25(): ln((N − n + 0.5) /
+    (n + 0.5)), at least 1e-6) or "lucene" (tantivy, OpenSearch: ln(1 + (N − n + 0.5) / (n + 0.5))).
+    A backend without it is not held to exact scores (e.g. statistics kept per shard).
+    """
 
     def search(self, query: str, flt: IndexFilter, top_k: int) -> list[Hit]:
         """At most `top_k` rows matching any of the query's terms (the first 64 distinct) and the

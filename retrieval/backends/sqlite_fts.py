@@ -130,6 +130,7 @@ class SqliteKeywordIndex:
 
     # A file another writer held locked past busy_timeout: the next attempt may well get it.
     transient = staticmethod(busy)
+    bm25_idf = "fts5"  # bm25()'s ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6 (base.KeywordIndex)
 
     @staticmethod
     def build_options(options: dict, build: int) -> dict:

@@ -459,7 +459,7 @@ class SqliteVectorIndex:
         _build(*job, background=True)
 
     def is_empty(self) -> bool:
-        """No row at all, of any place or width (retrieval/vector_upgrade.py asks)."""
+        """No row at all, of any place or width (retrieval/index_upgrade.py asks)."""
         return self._conn().execute("SELECT 1 FROM vec_rows LIMIT 1").fetchone() is None
 
     # --- writes

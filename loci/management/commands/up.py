@@ -13,7 +13,7 @@ from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
 from common import metrics
 from loci.supervision import ChildSpec, Supervisor, port_holder
-from retrieval import vector_upgrade
+from retrieval import index_upgrade
 from retrieval.backends import local_servers
 from retrieval.embeddings import identity
 from retrieval.projection import refill_empty_keyword_index
@@ -49,8 +49,7 @@ class Command(BaseCommand):
         notice = identity.notice()  # the indexes hold another model's vectors than LOCI_EMBEDDER names
         if notice:
             self.stdout.write(self.style.WARNING(notice))
-        upgrade = vector_upgrade.notice()  # indexed on Milvus Lite before the embedded default
-        if upgrade:
+        for upgrade in index_upgrade.notices().values():  # indexed on Milvus Lite or FTS5 before the embedded defaults
             self.stdout.write(self.style.WARNING(upgrade))
         # A backend's own local server (Milvus Lite), before the children, which then find it.
         servers = local_servers()

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from entities.projection import reconcile_entities
-from retrieval import vector_upgrade
+from retrieval import index_upgrade
 from retrieval.embeddings import identity
 from retrieval.projection import reconcile, reconcile_removed
 from tenants.models import Tenant
@@ -25,8 +25,7 @@ class Command(BaseCommand):
         notice = identity.notice()  # not drift: every row is there, of the model the build records
         if notice:
             self.stderr.write(notice)
-        upgrade = vector_upgrade.notice()  # every vector row "missing" below: why, and what to run
-        if upgrade:
+        for upgrade in index_upgrade.notices().values():  # every row of that kind "missing" below: why, what to run
             self.stderr.write(upgrade)
         drift = False
         for tenant in tenants:
