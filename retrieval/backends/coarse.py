@@ -77,7 +77,7 @@ class Coarse:
     def build(cls, vectors: np.ndarray, seed: int = 0) -> "Coarse":
         """Lists trained on a sample of `vectors` (unit rows; slot i is row i), then every row added."""
         n, dim = vectors.shape
-        nlist = max(1, int(LISTS_PER_ROOT * np.sqrt(n)))
+        nlist = max(1, min(n, int(LISTS_PER_ROOT * np.sqrt(n))))  # a tiny partition (tests): a list a row at most
         rng = np.random.default_rng(seed)
         sample = np.ascontiguousarray(
             vectors[np.sort(rng.choice(n, size=min(n, SAMPLE_PER_LIST * nlist), replace=False))]

@@ -685,9 +685,13 @@ class SqliteVectorIndex:
                 # A large partition, many rows passing: the IVF proposes, the float rows score.
                 proposed = coarse.candidates(matrix, mask, passing, min(passing, limit * self.candidates),
                                              self.probe_share)
-                for q in range(len(queries)):
-                    found[q] += _rescored(view, proposed[q], matrix[q], limit, min_score)
-                continue
+                # The lists read must hold a full answer; when they do not (rows that all collapse
+                # onto one point, a filter whose rows sit in lists far from the query) the exact
+                # scan below answers instead.
+                if int((proposed >= 0).sum(axis=1).min()) >= min(limit, passing):
+                    for q in range(len(queries)):
+                        found[q] += _rescored(view, proposed[q], matrix[q], limit, min_score)
+                    continue
             if passing > view.n // 4 or passing > self.exact_rows:  # one scan of the block, the filter inside it
                 for q, (scores, slots) in enumerate(_scan(view.vectors[:view.n], matrix, mask, min(limit, passing))):
                     keep = slots >= 0 if min_score is None else (slots >= 0) & (scores >= min_score)
