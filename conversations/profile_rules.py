@@ -21,19 +21,25 @@ MAX_VALUE_WORDS = 6
 _GOAL_VERBS = re.compile(
     r"^(?:adopt|become|open|start|buy|move|learn|study|build|write|publish|travel|visit|get|finish|launch|own|run|"
     r"go|return|pursue|train|compete|apply|graduate|retire|marry|teach|perform|record|release|save|try|take|have|"
-    r"earn|complete|climb|hike|see|enter|expand|grow|sell|create (?:an?|their|my|his|her) (?!safe))(?:s|es)?\b", re.I)
+    r"earn|complete|climb|hike|see|enter|expand|grow|sell|improve|work on|"
+    r"create (?:an?|their|my|his|her) (?!safe))(?:s|es)?\b", re.I)
 # A habit's verb is an action, not "is", "has", "feels" (those are states, read by other rules).
 _NOT_HABIT = re.compile(r"^(?:is|am|are|was|were|has|have|had|feels?|seems?|gets?|does)\b", re.I)
 # A like of doing something in general ("helping people", "creating a safe place", "finding new trends",
 # "running their own studio") is a value or a task, not a thing someone likes: wrong items on LoCoMo 0-1.
 _TASK = re.compile(r"^(?:helping|creating|making|finding|running|spreading|being|getting|having|seeing|doing|giving|"
-                   r"sharing|supporting|building|working|starting|keeping|showing|bringing|taking)\s+\S", re.I)
+                   r"sharing|supporting|building|working|starting|keeping|showing|bringing|taking|spending|improving)\s+\S", re.I)
 _VAGUE = re.compile(r"^(?:how|that|what|when|where|why|it|its|this|these|those|both|all|see|make|being)\b|"
+                    r"^the (?:freedom|feeling|idea|support|vibes?|energy|atmosphere|moments?|chance|opportunity|"
+                    r"experience|process|journey|challenge|self[ -]\w+|way|fact|thought|positivity|peace)\b|"
                     r"^\w+ (?:it|that|this|them|a shot)\b", re.I)
 
+# Kin words as people say them ("auntie", "grandkids", "stepdad"): the value keeps the word said.
 _FAMILY = (r"husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|sons|daughter|daughters|kids|children|"
            r"mom|mum|mother|dad|father|parents|sister|sisters|brother|brothers|grandma|grandmother|grandpa|"
-           r"grandfather|grandparents|cousin|aunt|uncle|family")
+           r"grandfather|grandparents|grandkids|grandchildren|grandson|granddaughter|cousins?|aunt|aunts|auntie|aunty|"
+           r"uncles?|nieces?|nephews?|stepmom|stepmother|stepdad|stepfather|stepson|stepdaughter|in-laws|"
+           r"mother-in-law|father-in-law|twins|family")
 # A pet word naming a picture of one ("Melanie's horse painting") is no pet.
 _NOT_PET = r"(?! (?:painting|drawing|photo|picture|pic|figurine|toy|food|bed|show|riding|sitter|print|shirt|mug|statue|" \
            r"sculpture|portrait|costume|treats?|video|sticker|poster|lover|person)\b)"
@@ -47,6 +53,12 @@ _JOBS = (r"teacher|nurse|doctor|engineer|developer|programmer|designer|artist|pa
          r"veterinarian|vet|mechanic|carpenter|farmer|entrepreneur|ceo|founder|volunteer|mom|dad|parent")
 # Adverbs of an update between the subject and its verb ("I now work at…", "I just moved to…").
 _NOW = r"(?:(?:now|currently|still|just|recently|finally|already|officially) )*"
+# An employer by name ("Door Dash") or by kind ("the mechanical engineering company", "a tech company").
+_EMPLOYER = (r"(?:(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){0,3}|(?:the |a |an )(?:[\w-]+ ){0,3}?(?:company|firm|agency|"
+             r"startup|bank|hospital|clinic|school|university|college|factory|plant|lab|nonprofit|charity|"
+             r"restaurant|hotel|store|shop|studio))")
+# Things owned that a purchase names ("bought a cross necklace"), up to where the phrase goes on.
+_BOUGHT = r"(?P<v>(?:[\w-]+ ){0,2}?[\w-]+?)(?=\s(?:to|for|at|from|in|on|yesterday|last|this|today|and|which|that)\b|[.,!?;:()]|$| -)"
 _HABIT = (r"(?:every (?:single )?(?:morning|day|night|evening|afternoon|week|weekend|monday|tuesday|wednesday|thursday|"
           r"friday|saturday|sunday)|each (?:morning|day|night|evening|week)|daily|on weekends)")
 _END = r"(?=$|[.,!?;:()]|\s(?:and|but|because|so|which|who|since|when|with|to help|for)\b|\s-)"
@@ -95,17 +107,18 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
         ("occupation", rf"\b{w}{be} (?:now )?(?:an? |the )(?P<v>(?:[\w-]+ )?(?:{_JOBS}))\b"),
         ("occupation", rf"\b{p} (?:job|career|work|profession) (?:is|as) (?:an? )?{_VALUE}"),
         ("occupation", rf"\b{w} {_NOW}(?:works?|am working|is working|started working|began working) (?:at|for) "
-                       rf"(?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+                       rf"(?P<v>{_EMPLOYER})"),
         # An employer named with the job, also a lost one ("lost their job at Door Dash"): the last job known.
         ("occupation", rf"\b{p} (?:old |former |previous |new |first )?(?:job|position|role) (?:at|with) "
-                       rf"(?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+                       rf"(?P<v>{_EMPLOYER})"),
         # A business someone opens or runs is their work ("Gina opened an online clothing store").
         ("occupation", rf"\b{w}{be}? {_NOW}(?:opened|started|launched|runs?|owns?|running|opening|starting|launching) "
                        rf"(?:a |an |my |their |his |her )?(?:own )?(?:new )?(?P<v>(?:[\w-]+ ){{0,2}}(?:{_BUSINESS}))\b"),
         ("possession", rf"\b{p} (?:own |new |little )?(?:[\w-]+ ){{0,2}}(?P<v>(?!business|company|startup)(?:{_BUSINESS}))"
                        rf"\b(?!['’])"),
-        ("occupation", rf"\b{w} {_NOW}(?:got|landed|started|took|accepted|began) (?:a |an |my |their |his |her )?"
-                       rf"(?:new )?(?:job|position|role) (?:at|with) (?P<v>(?:the )?[A-Z][\w&-]+(?: [A-Z][\w&-]+){{0,3}})"),
+        ("occupation", rf"\b{w} {_NOW}(?:may have |might have |has |have )?(?:got|gotten|landed|started|took|accepted|"
+                       rf"began|found) (?:a |an |my |their |his |her )?(?:new )?(?:job|position|role) (?:at|with) "
+                       rf"(?P<v>{_EMPLOYER})"),
         # A trip ahead ("I'm going to Japan next month"): a goal with a place, the window is foresight's.
         ("goal", rf"\b{w}{be} {_NOW}(?:going|travell?ing|flying|heading) (?:back )?to "
                  rf"(?P<v>[A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
@@ -113,7 +126,16 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
                  rf"(?P<v>(?:trip|vacation|holiday|visit) to [A-Z][\w-]+(?: [A-Z][\w-]+)?)"),
         # A habit ("I walk Mochi every morning"): what someone does regularly, as they said it.
         ("habit", rf"\b{w} (?:usually |always |often )?(?P<v>[a-z]+s? (?:[\w'-]+ ){{0,5}}?{_HABIT})\b"),
-        ("family", rf"\b{p} (?P<v>(?:{_FAMILY}))\b"),
+        # A relative named in passing ("my son Kyle", "their sister Anna"): the name goes with the word.
+        ("family", rf"\b{p} (?P<v>(?:{_FAMILY})(?: (?!I\b|I['’])[A-Z][a-z]+)?)\b(?!-\w)"),
+        # "a picnic with the wife and kids": "the" wife is the speaker's own (not "the kids", often others').
+        ("family", rf"\b{w} (?:[\w'’-]+ ){{0,8}}?with the (?P<v>wife|husband|missus|hubby)\b"),
+        ("family", rf"\b{w} (?:[\w'’-]+ ){{0,8}}?with the (?:wife|husband|missus|hubby) and (?:the )?"
+                   rf"(?P<v>kids|children)\b"),
+        # Friends of a community ("friends from church", "their church friends").
+        ("family", rf"\b{w} (?:[\w'’-]+ ){{0,8}}?with (?:some |a few |my |their |his |her )?"
+                   rf"(?P<v>friends from (?:church|work|school|college|the gym|the team)|"
+                   rf"(?:church|work|school|college|gym|team) friends)\b"),
         ("family", rf"\b{p} (?:{_FAMILY}) and (?:my |their |his |her )?(?P<v>(?:{_FAMILY}))\b"),
         ("family", rf"\b{w}{be} (?P<v>married|engaged|divorced|single|a (?:mom|mother|dad|father|parent))\b"),
         ("family", rf"\b{w}{be}? (?:got |are |were )?(?:happily )?(?P<v>married)\b"),
@@ -126,16 +148,30 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
                 rf"(?P<v>(?:{_PETS})(?: (?:named|called) [A-Z][a-z]+)?)\b{_NOT_PET}"),
         ("possession", rf"\b{w} (?:just )?(?:bought|got|owns?|has|have) (?:a |an |my |her |his )?(?:new |own )?"
                        rf"(?P<v>(?:[\w-]+ )?(?:{_OWNED}))\b"),
+        # A purchase said in passing ("Maria bought a cross necklace to…", "these figurines Melanie bought").
+        ("possession", rf"\b{w} (?:just |recently |finally )?bought (?:a |an |some |two |three |a pair of )(?:new )?"
+                       rf"{_BOUGHT}"),
+        ("possession", rf"\b(?:[Tt]hese|[Tt]hose|[Tt]his|[Tt]he) (?P<v>(?:[\w-]+ )?[\w-]+) {w} (?:just |recently )?"
+                       rf"bought\b"),
+        ("possession", rf"\b{p} (?:own |new |little )?(?P<v>(?:[\w-]+ )?librar(?:y|ies))\b"),
         ("dislike", rf"\b{w} (?:really )?(?:hates?|dislikes?|can't stand|cannot stand|don't like|doesn't like|"
                     rf"does not like|do not like|am not a fan of|is not a fan of|detests?) {_VALUE}"),
         ("preference", rf"\b{w} (?:really |absolutely |just |also )?(?:loved?|loves|liked?|likes|enjoy(?:s|ed)?|adored?|adores|"
                        rf"(?:is|am|was) (?:really )?(?:into|passionate about|a (?:big |huge )?fan of|fond of|"
                        rf"keen on)) {_VALUE}"),
         ("preference", rf"\b{p} favou?rite (?P<v>[\w ]{{2,30}}? (?:is|are) [^.,!?;]{{2,40}}?){_END}"),
+        # A favourite said in passing ("Maria's favorite is the banana split sundae").
+        ("preference", rf"\b{p} (?:all-time |absolute |personal |very )?favou?rites? (?:is|are|was|has to be|would be) "
+                       rf"(?:the |a |an |definitely |probably )*(?:amazing |classic |good old )?{_VALUE}"),
+        ("preference", rf"\b{w}(?:['’]ve| has| have)? (?:always )?(?:had|has|have|got) a (?:real |deep |huge |big |special )?"
+                       rf"(?:love|passion|soft spot|thing) for {_VALUE}"),
         ("goal", rf"\b{w} (?:really )?(?:wants?|hopes?|dreams? of|plans?|wish(?:es)?|would love|'d love|"
                  rf"am hoping|is hoping|aims?|am determined|is determined) to {_VALUE}"),
         ("goal", rf"\b{p} (?:goal|dream|aim|plan) is to {_VALUE}"),
         ("goal", rf"\b{w} wanna {_VALUE}"),
+        # A step being weighed ("We're considering adopting a rescue dog"): the speaker's household.
+        ("goal", rf"\b(?:{w}{be}?|(?P<we>[Ww]e)(?:['’]re| are)) (?:also |really |seriously |now )?(?:considering|"
+                 rf"thinking (?:about|of)|planning on) (?P<v>[a-z]+ing\b[^.,!?;:()]{{0,50}}?){_END}"),
         ("goal", rf"\bmade {w} (?:even |so |really )*(?:more )?(?:determined|eager|want) to {_VALUE}"),
         # "It's been a dream to adopt": the speaker's (no one else is named).
         ("goal", rf"^(?P<who>)(?:[Ii]t['’]s|[Ii]t has|[Ii]t is|[Ii]t was) (?:been )?(?:a |my |their )?(?:lifelong |big )?"
@@ -147,6 +183,8 @@ def _english_rules(names: list[str]) -> list[tuple[str, re.Pattern]]:
     return [(c, re.compile(r)) for c, r in rules]
 
 
+_ZH_KIN = ("老公|老婆|丈夫|妻子|儿子|女儿|孩子们?|妈妈|爸爸|母亲|父亲|姐姐|妹妹|哥哥|弟弟|爷爷|奶奶|外婆|外公|姥姥|姥爷|"
+           "阿姨|姑姑|姨妈|舅舅|叔叔|伯伯|表哥|表姐|表弟|表妹|堂哥|堂姐|堂弟|堂妹|侄子|侄女|外甥|外甥女|孙子|孙女|公公|婆婆|岳父|岳母")
 _ZH_RULES = [
     ("name", re.compile(r"我(?:叫|的名字是)(?P<v>[\u4e00-\u9fff]{2,4})")),
     ("location", re.compile(r"我(?:现在|目前)?(?:住在|生活在|定居在?)(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!的了]|$)")),
@@ -157,16 +195,28 @@ _ZH_RULES = [
                               r"(?:工作|上班|公司)?(?:了)?(?:[，。！,.!]|$)")),
     ("occupation", re.compile(r"我(?:现在|目前|已经)?(?:在(?P<v>[\u4e00-\u9fff\w]{2,12}?)工作)")),
     ("occupation", re.compile(r"我的(?:工作|职业)是(?P<v>[\u4e00-\u9fff]{2,8}?)(?:[，。！,.!]|$)")),
-    ("family", re.compile(r"我(?:的)?(?P<v>老公|老婆|丈夫|妻子|儿子|女儿|孩子|妈妈|爸爸|母亲|父亲|姐姐|妹妹|哥哥|弟弟|爷爷|奶奶|外婆|外公)")),
+    # Kin words as said, a name after 叫 going with the word ("我儿子叫小凯" → "儿子小凯"); "我和老婆孩子…".
+    ("family", re.compile(rf"我(?:的)?(?P<v>(?:{_ZH_KIN})(?:叫[\u4e00-\u9fff]{{2,3}}(?=[，。！,.!了]|$))?)")),
+    ("family", re.compile(rf"我(?:和|跟|带着?)(?P<v>{_ZH_KIN})")),
+    ("family", re.compile(rf"我(?:和|跟|带着?)(?:{_ZH_KIN})(?:和|跟)?(?P<v>{_ZH_KIN})")),
+    ("family", re.compile(r"我(?:和|跟)(?:几个|一些)?(?P<v>(?:教会|教堂|公司|单位|学校|大学|球队)(?:的|里的)?(?:朋友|同事))")),
     ("pet", re.compile(r"我(?:家)?(?:的|养了|养的)(?:一只|一条|两只)?(?P<v>小?(?:狗|猫|兔子|鹦鹉|仓鼠|金鱼))")),
-    ("possession", re.compile(r"我(?:刚)?买了(?:一辆|一台|一套|一个|一把)(?:新)?(?P<v>[\u4e00-\u9fff]{1,4}?)(?:[，。！,.!]|$)")),
+    ("possession", re.compile(r"我(?:刚|昨天|上周|最近)?买了(?:一辆|一台|一套|一个|一把|一条|一件|一双|一本|一只|几个|一些)(?:新)?"
+                              r"(?P<v>[\u4e00-\u9fff]{1,6}?)(?:[，。！,.!]|$|来|去|给|想|让)")),
     ("dislike", re.compile(r"我(?:很|非常|特别)?(?:不喜欢|讨厌|受不了)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
-    ("preference", re.compile(r"我(?:很|非常|特别|最)?(?:喜欢|热爱|爱)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
+    ("preference", re.compile(r"我(?:很|非常|特别|最)?(?:喜欢|热爱|爱)(?!的)(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:[，。！,.!]|$)")),
+    # A favourite said in passing ("我最喜欢的是香蕉船", "我最爱的甜点是…"); a love for something ("我对马情有独钟").
+    ("preference", re.compile(r"我最(?:喜欢|爱)的(?:[\u4e00-\u9fff]{1,4})?(?:是|就是|还是)(?P<v>[\u4e00-\u9fff\w]{1,12}?)"
+                              r"(?:[，。！,.!]|$)")),
+    ("preference", re.compile(r"我(?:一直|从小)?(?:就|都)?对(?P<v>[\u4e00-\u9fff\w]{1,10}?)(?:情有独钟|特别着迷|很着迷|着迷)")),
     ("goal", re.compile(r"我(?:下个?月|下周|明年|今年|这个?周末|月底|年底)?(?:打算|计划|准备|要)(?P<v>去[\u4e00-\u9fff\w]{2,8}?"
                         r"(?:旅行|旅游|玩|出差|度假))(?:[，。！,.!]|$)")),
     ("habit", re.compile(r"我(?P<v>(?:每天|每晚|每周[一二三四五六日天]?|每个周末|周末|平时)(?:早上|晚上|下午)?(?:都|经常|总是)?(?:要|会)?"
                          r"[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
     ("goal", re.compile(r"我的(?:目标|梦想)是(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
+    # A step being weighed ("我们在考虑领养一只救助犬").
+    ("goal", re.compile(r"我(?:们)?(?:正在|在|一直在)?(?:考虑|想着)(?P<v>(?:领养|收养|买|搬到?|开|学|换|创办|改善)"
+                        r"[\u4e00-\u9fff\w]{1,12}?)(?:[，。！,.!]|$)")),
     ("goal", re.compile(r"我(?:希望|梦想|想要)(?:将来|以后)?(?P<v>[\u4e00-\u9fff\w]{2,16}?)(?:[，。！,.!]|$)")),
 ]
 
@@ -220,7 +270,8 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
         for subject, reading in readings:
             for category, pattern in _ZH_RULES:
                 for m in pattern.finditer(reading):
-                    found.append(RuleItem(subject, category, m.group("v").strip()))
+                    value = m.group("v").strip()
+                    found.append(RuleItem(subject, category, value.replace("叫", "") if category == "family" else value))
         return _distinct(found)
     for category, pattern in _rules_for(tuple(sorted({speaker, *names} - {""}))):
         for m in pattern.finditer(text):
@@ -245,7 +296,7 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
                 value = _topic(value)
             if category in ("preference", "dislike", "goal") and _VAGUE.match(value):
                 continue
-            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(value) \
+            if category == "goal" and not value[:1].isupper() and not _GOAL_VERBS.match(_base(value)) \
                     and not value.startswith("a career in "):
                 continue
             if category == "habit" and _NOT_HABIT.match(value):
@@ -257,6 +308,18 @@ def items_in(text: str, speaker: str, names: list[str]) -> list[RuleItem]:
             if subject and value:
                 found.append(RuleItem(subject, category, value))
     return _distinct(found)
+
+
+def _base(value: str) -> str:
+    """The phrase with its first verb's -ing undone ("adopting a dog" → "adopt a dog"), for the goal-verb check."""
+    first, _, rest = value.partition(" ")
+    if not first.endswith("ing") or len(first) < 6:
+        return value
+    stem = first[:-3]
+    for base in (stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem):
+        if _GOAL_VERBS.match(f"{base} {rest}".strip()):
+            return f"{base} {rest}".strip()
+    return value
 
 
 def _topic(value: str) -> str:

@@ -14,6 +14,8 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from datetime import date
 
 from entities.resolution import TITLES, entity_key
@@ -81,7 +83,8 @@ _ORG_WORDS = frozenset(
     "association society foundation club bank hospital agency ministry department council committee church "
     "center centre team league museum library technologies technology systems solutions labs software games gaming "
     "media studios studio partners capital holdings networks airlines motors consulting services industries "
-    "enterprises".split()
+    "enterprises logistics pharmaceuticals electronics communications insurance entertainment airways foods "
+    "records publishing".split()
 )
 _PLACE_WORDS = frozenset(
     "city town village county state province country island islands river lake mountain mountains mount park "
@@ -121,6 +124,12 @@ _PET_CUES = re.compile(r"\b(?:dog|puppy|cat|kitten|pet|bird|parrot|hamster|rabbi
 _WORK_CUES = re.compile(
     r"\b(?:book|novel|movie|film|song|album|show|series|game|games|painting|poem|play|playing|played|app|titled|"
     r"read|watched|watching|reading|local)\s+[\"“]?$", re.I)
+# A brand: a name before the thing it sells or signs ("the Ikea sofa", "the Nike and Gatorade deals") or
+# after a deal's words ("in talks with Gatorade", "brands like Nike").
+_BRAND_AFTER = re.compile(r"^(?:['’]s)?\s+(?:and\s+[A-Z][\w&-]+\s+)?(?:deals?|sponsorships?|brand|stores?|products?|"
+                          r"shoes|sneakers|gear|sofa|couch|app|phone|laptop|headphones)\b")
+_BRAND_BEFORE = re.compile(r"\b(?:brands?|sponsors?|sponsored by|talks with|signed(?: up| with)?|deal with|"
+                           r"partnered with|shop(?:ping)? at|bought (?:it )?(?:from|at))\s+(?:like\s+|such as\s+)?$", re.I)
 _PLACE_CUES = re.compile(r"\b(?:in|to|from|at|near|visited|visit|visiting|moved to|trip to)\s+$", re.I)
 _DATE_DMY = re.compile(r"\b(\d{1,2})\s+(" + "|".join(m.title() for m in _MONTHS) + r")\s+(\d{4})\b")
 _DATE_MDY = re.compile(r"\b(" + "|".join(m.title() for m in _MONTHS) + r")\s+(\d{1,2}),?\s+(\d{4})\b")
@@ -134,6 +143,21 @@ _AMOUNT_ZH = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)?\s*(元|美元|人民币|�
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(%|percent\b|％)")
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "万": 1e4, "亿": 1e8}
 _ZH_FLAGS = {"nr": "person", "ns": "place", "nt": "organization", "nz": "work"}
+# Name lists from registry packages (entities/data/build_lists.py says which, and their licences): given
+# names tell a person from a title or a brand ("Game of Thrones", "Under Armour" are no one); places name
+# a city jieba tags as a person (西雅图, 艾尔帕索 are nr) or a chat names with no cue.
+_DATA = Path(__file__).with_name("data")
+
+
+@lru_cache(maxsize=1)
+def _given_names() -> frozenset[str]:
+    return frozenset((_DATA / "given_names.txt").read_text().split())
+
+
+@lru_cache(maxsize=1)
+def _gazetteer() -> frozenset[str]:
+    return frozenset(line for line in (_DATA / "places.txt").read_text().splitlines() if line)
+_SINGLE_GIVEN = True
 _posseg = None
 _posseg_lock = threading.Lock()
 
@@ -182,7 +206,7 @@ def _english(text: str, known: frozenset[str]) -> list[Found]:
                 surface = surface.split(" ", 1)[1] if " " in surface else ""
                 if not surface or not _plausible(surface):
                     continue
-        out.append(Found(surface, _english_type(surface, before, text[m.end():m.end() + 10])))
+        out.append(Found(surface, _english_type(surface, before, text[m.end():m.end() + 40])))
     return out
 
 
@@ -198,8 +222,8 @@ def _plausible(surface: str) -> bool:
 def _english_type(surface: str, before: str, after: str = "") -> str:
     words = [w.lower() for w in surface.split()]
     key = entity_key(surface)
-    if words[0].rstrip(".") in TITLES or words[0] in _RANKS:
-        return "person"
+    if (words[0].rstrip(".") in TITLES or words[0] in _RANKS) and not any(w in _PLACE_WORDS for w in words[1:]):
+        return "person"  # not "King Street West"
     if any(w in _ORG_WORDS for w in words) or _ORG_AFTER.match(after):
         return "organization"
     if any(w in _PLACE_WORDS for w in words[1:]) or (len(words) > 1 and words[0] in _PLACE_FIRST):
@@ -212,9 +236,19 @@ def _english_type(surface: str, before: str, after: str = "") -> str:
         return "work"
     if _ORG_CUES.search(before[-25:]):
         return "organization"  # "works at Fabrikam": an employer, not a place
-    if _PERSON_CUES.search(before[-20:]) or (1 < len(words) <= 3 and all(w[:1].isalpha() for w in words)
-                                             and not _PLACE_CUES.search(before[-20:])):
-        return "person"  # "my manager Priya Shah"; two or three capitalised words with no other cue
+    if _BRAND_AFTER.match(after) or _BRAND_BEFORE.search(before[-25:]):
+        return "organization"
+    if len(words) > 1 and words[-1].endswith("s") and words[-1] not in _PLACE_WORDS and (
+            " ".join(words[:-1]) in _PLACES or " ".join(words[:-1]) in _gazetteer()):
+        return "organization"  # a place and a plural: a team ("Minnesota Wolves")
+    if key in _gazetteer() and words[0] not in _given_names():
+        return "place"  # a city with no cue, or "from Rotterdam" (not a person's "from")
+    if _PERSON_CUES.search(before[-20:]):
+        return "person"  # "my manager Priya Shah"
+    if len(words) <= 3 and words[0] in _given_names() and (len(words) > 1 or _SINGLE_GIVEN):
+        return "person"  # "Priya Shah", "Anna Pavlovna"; not "Game of Thrones", "Under Armour"
+    if key in _gazetteer():
+        return "place"
     if _PLACE_CUES.search(before[-20:]):
         return "place"
     return ""
@@ -229,6 +263,8 @@ def _chinese(text: str) -> list[Found]:
     text = _ZH_TITLE.sub(lambda m: "\u3000" * len(m.group(0)), text)
     for word, flag in _pos_tagged(text):
         kind = _ZH_FLAGS.get(flag[:2])
+        if kind in ("person", "work") and word in _gazetteer():
+            kind = "place"  # a transliterated city tagged nr: 西雅图, 艾尔帕索
         if kind and len(word) >= 2 and _CJK.search(word):
             out.append(Found(word, kind))
     return out

@@ -43,3 +43,30 @@ def test_table_headers_and_generic_words_are_no_entities(text):
 def test_chinese_titles_are_works_and_places_stay_places():
     found = named("最近我读了《局外人》和《时间的礼物》，下个月去成都。")
     assert found["局外人"] == "work" and found["时间的礼物"] == "work" and found["成都"] == "place"
+
+
+# Session 10: name lists from registry packages (entities/data) and brand cues, from the dev mistakes.
+@pytest.mark.parametrize("text, expected", [
+    # Two or three capitalised words are a person only when the first is a given name.
+    ("We met Anna Pavlovna at the party.", {"Anna Pavlovna": "person"}),
+    ("I could talk about Game of Thrones forever.", {"Game of Thrones": ""}),
+    # A city with no cue, or after a "from" that is no person's.
+    ("Acme Logistics handles shipping from Rotterdam.", {"Acme Logistics": "organization", "Rotterdam": "place"}),
+    ("The Toronto office moved to 55 King Street West.", {"Toronto": "place", "King Street West": "place"}),
+    # A brand by what it sells or signs; a team by a place and a plural.
+    ("Biscuit sleeps on the Ikea sofa all day.", {"Ikea": "organization"}),
+    ("I'm also in talks with Gatorade about a sponsorship.", {"Gatorade": "organization"}),
+    ("I signed with the Minnesota Wolves for the season.", {"Minnesota Wolves": "organization"}),
+])
+def test_names_typed_by_lists_and_brand_cues(text, expected):
+    assert named(text) == expected
+
+
+def test_a_transliterated_city_that_jieba_tags_as_a_person_is_a_place():
+    found = named("我下个月要去西雅图看比赛，然后去艾尔帕索。")
+    assert found.get("西雅图") == "place" and found.get("艾尔帕索") == "place"
+
+
+def test_a_chinese_person_named_like_a_city_stays_a_person():
+    # 林肯 (Lincoln, Nebraska) is a US city too; the lists leave out cities named like people.
+    assert named("我最近在读林肯的传记。").get("林肯") == "person"
