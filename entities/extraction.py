@@ -143,7 +143,7 @@ _AMOUNT_ZH = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)?\s*(元|美元|人民币|�
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s?(%|percent\b|％)")
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "万": 1e4, "亿": 1e8}
 _ZH_FLAGS = {"nr": "person", "ns": "place", "nt": "organization", "nz": "work"}
-# Name lists from registry packages (entities/data/build_lists.py says which, and their licences): given
+# Name lists from registry packages (bench/entity_lists.py says which, and their licences): given
 # names tell a person from a title or a brand ("Game of Thrones", "Under Armour" are no one); places name
 # a city jieba tags as a person (西雅图, 艾尔帕索 are nr) or a chat names with no cue.
 _DATA = Path(__file__).with_name("data")

