@@ -41,7 +41,8 @@ from bench.harness import (api_client, cached_query_embedder, close_stack, conve
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) has no evidence
 METHODS = ("keyword", "vector", "hybrid")
-CHOICES = METHODS + ("paths",)  # paths: evidence paths across sessions (issue 28), asked for by name
+LATE = "hybrid+late-interaction"  # hybrid with the late-interaction stage on (its projection written at ingestion)
+CHOICES = METHODS + ("paths", LATE)  # paths: evidence paths across sessions (issue 28), asked for by name
 KS = (5, 10, 20)
 TURN_SECONDS = 30  # spacing of turns inside a session: keeps their order, never a 4-hour gap
 _DIA_ID = re.compile(r"^D\d+:\d+$")
@@ -116,8 +117,14 @@ def flat_rankings_of(conv: dict, top_k: int, embed_query) -> dict[str, list[list
 
 def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], embedding_cache: str | None,
         log=print, keep: bool = False, dump: str | None = None) -> dict:
+    import os
+
+    if LATE in methods:  # ingestion writes the token vectors; each method sets the stage itself below
+        os.environ["SEARCH_LATE_INTERACTION"] = "1"
     var = conversation_stack(embedding_cache)
     try:
+        from django.test import override_settings
+
         model = cached_query_embedder()
         client = api_client()
         convs = load(path, indices)
@@ -130,8 +137,11 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
                 f"ingested in {stats['ingest_seconds'] - before:.1f}s; {len(conv['questions'])} questions")
             searched = time.perf_counter()
             for method in methods:
+                stage = {"SEARCH_LATE_INTERACTION": method == LATE}
                 for q in conv["questions"]:
-                    ranked = search_message_ids(client, q["question"], method, conv["user_id"], top_k)
+                    with override_settings(**stage):
+                        ranked = search_message_ids(client, q["question"], "hybrid" if method == LATE else method,
+                                                    conv["user_id"], top_k)
                     rows[method].append({"conv": conv["index"], "question": q["question"], "category": q["category"],
                                          "ranked": ranked, "evidence": q["evidence"]})
             for name, rankings in flat_rankings_of(conv, top_k, model.embed_query).items():

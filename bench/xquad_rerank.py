@@ -44,6 +44,7 @@ def main(argv=None) -> None:
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--precision", default="int8", choices=("int8", "fp32"))
     parser.add_argument("--directions", default="zh>en,en>zh,zh>zh")
+    parser.add_argument("--weights", default=None, help="trained weights (default: the committed file)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -58,7 +59,7 @@ def main(argv=None) -> None:
     from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
 
     embedder = E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, models_dir=settings.LOCI_MODELS_DIR)
-    reranker = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR, precision=args.precision)
+    reranker = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR, precision=args.precision, weights=args.weights)
     reranker.rerank("warm", ["up"])  # build/load the model outside the timing
     passages, questions = held_out()
     vectors = {lang: embedder.embed_documents(texts) for lang, texts in passages.items()}
@@ -68,10 +69,13 @@ def main(argv=None) -> None:
         off1 = off5 = on1 = on5 = 0
         spent = 0.0
         for question, gold in questions[q_lang]:
-            order = list(np.argsort(-(vectors[p_lang] @ embedder.embed_query(question)), kind="stable"))
+            query_vector = embedder.embed_query(question)
+            order = list(np.argsort(-(vectors[p_lang] @ query_vector), kind="stable"))
             top = order[: args.depth]
             started = cpu()
-            scores = reranker.rerank(question, [passages[p_lang][i] for i in top])
+            # The index's vectors, as a search hands them over (the score is residual on their cosine).
+            scores = reranker.rerank(question, [passages[p_lang][i] for i in top], query_vector=query_vector,
+                                     vectors=vectors[p_lang][top])
             spent += cpu() - started
             reranked = [top[i] for i in np.argsort(-np.asarray(scores), kind="stable")] + order[args.depth:]
             off1 += order[0] == gold

@@ -525,11 +525,13 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
 # the stage and the projection's writes. The map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·MaxSim
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
-SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
+SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", True)
+# Items the stage rescores: hybrid's top_k, then the best of what its recall and expansion already
+# scored (retrieval.search.hybrid.runners_up), up to this many; no second, larger search.
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
 # Hybrid: a fact whose source messages the facts above it already cite has its relevance × this, so a
 # list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
-# hybrid is asked for SEARCH_LATE_INTERACTION_CANDIDATES items so a fact of a new message can move up.
+# it reads SEARCH_LATE_INTERACTION_CANDIDATES items the same way, so a fact of a new message can move up.
 SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
 # MaxSim is of the item's best source (its message): the order logit(h) + 5·MaxSim (b/a = 5, inside the
 # R@10 plateau 2–10 on LoCoMo conversations 0–5, weights chosen per fold of conversations), then scale

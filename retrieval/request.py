@@ -43,6 +43,10 @@ class SearchRequest:
     # When the question is asked: its relative dates ("last Thursday", "last month") are resolved
     # against it, as extraction resolved the messages' (common.dates). None: the query is left as written.
     reference_time: datetime | None = None
+    # Internal (never parsed from a request): items a rescoring stage reads beyond top_k. Hybrid
+    # appends the best of what its expansion already scored (hybrid.runners_up), so a stage
+    # reorders a wider list without a second, larger search; 0: top_k only.
+    candidates: int = 0
 
     @property
     def limit(self) -> int:

@@ -54,9 +54,13 @@ def test_last_thursday_finds_what_was_said_that_thursday(alice):
     assert first_message(later) == "s1-1"
 
 
-def test_hybrid_searches_the_resolved_query_too(alice):
+def test_hybrid_searches_the_resolved_query_too(alice, settings):
     # Hybrid's BM25 weight is small and two near-identical facts differ in cosine by a hair, so only
     # the query it searched is checked here; bench.longmemeval --dated measures what it changes.
+    # Not the floor: with the late-interaction stage on (the default since session 10) these terse
+    # one-line answers score 0.010, at the 0.01 floor (hybrid alone: 0.03); bench/RESULTS.md,
+    # "Late interaction from hybrid's own runners-up", records it as the map's known weak spot.
+    settings.MRAG_MIN_RELEVANCE = 0.0
     body = search(alice, query="How far did I run last Thursday?", method="hybrid", reference_time="2023-05-22")
     assert body["query"]["searched_as"] == "How far did I run last Thursday (18 May 2023)?"
     assert first_message(body) in {"s1-1", "s2-1"}

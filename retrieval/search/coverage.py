@@ -35,3 +35,25 @@ def demote_covered(response: dict, weight: float) -> int:
             if key in response:
                 response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)
     return demoted
+
+
+def spread_facts(response: dict, per_message: int) -> None:
+    """At most `per_message` facts of any one message ahead of the rest, as hybrid's own spread
+    (MRAG_FACTS_PER_MESSAGE, scoring.spread_over_messages), again after a rescoring stage re-sorted
+    the list: the late-interaction stage scores a fact by its source message, so the facts of one
+    message rise together and would fill the list again. Surplus facts follow, in score order."""
+    facts = response.get("facts")
+    if not per_message or not facts:
+        return
+    taken: dict = {}
+    chosen, surplus = [], []
+    for fact in facts:
+        first = next(((s.get("session_id"), s["message_id"]) for s in fact.get("sources", [])
+                      if s.get("type") == "message"), None)
+        if first is not None and taken.get(first, 0) >= per_message:
+            surplus.append(fact)
+            continue
+        if first is not None:
+            taken[first] = taken.get(first, 0) + 1
+        chosen.append(fact)
+    response["facts"] = chosen + surplus

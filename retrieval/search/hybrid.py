@@ -109,6 +109,9 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
                 score_facts = scoring.boosted_facts(score_facts, recall.entities.facts)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
             ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
+            if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
+                ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
+                                     keep_episodes="episode" in req.memory_types)
             if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
                 ranked = scoring.weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
@@ -259,6 +262,37 @@ def _mrag_params(req: SearchRequest) -> MragParams:
 def expand(expander: EpisodeExpander, episodes: list[Candidate], *, keep_episodes: bool) -> list[Candidate]:
     ranked = expander.run(episodes)
     return ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
+
+
+def runners_up(ranked: list[Candidate], episodes: list[Candidate], expander: EpisodeExpander, count: int,
+               *, keep_episodes: bool) -> list[Candidate]:
+    """The next `count` candidates after `ranked`, from what recall and expansion already scored: the
+    competing facts of the expanded episodes and the recalled episodes, best first, under the
+    expansion's own rule (an episode one of whose facts is listed gives way to it). What a larger
+    top_n would have kept of the same pool, without recalling and expanding more episodes; a stage
+    that reorders them (late interaction, coverage) reads a wider list at no engine cost."""
+    listed = {c.id for c in ranked}
+    shown = {c.id for c in ranked if c.kind == "episode"}  # a listed episode stands for its facts (nested)
+    displaced = {c.parent_id for c in ranked if c.kind == "atomic_fact"}
+    competing = expander.params.facts_competing
+    pool = [f for finals in expander.expanded.values() for f in finals[:competing] if f.id not in listed]
+    if keep_episodes:
+        pool += [e for e in episodes if e.id not in listed and e.id not in displaced]
+    out: list[Candidate] = []
+    for c in sorted(pool, key=lambda c: c.score, reverse=True):
+        if len(out) >= count:
+            break
+        if c.id in listed or c.parent_id in shown:
+            continue
+        if c.kind == "atomic_fact":
+            if c.parent_id not in displaced:
+                out = [o for o in out if o.id != c.parent_id]  # its episode gives way
+                displaced.add(c.parent_id)
+        elif c.id in displaced:
+            continue
+        out.append(c)
+        listed.add(c.id)
+    return out
 
 
 def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,

@@ -60,6 +60,18 @@ def model():
     return _model
 
 
+def index_vectors(reranker, query: str, texts: list[str]) -> dict:
+    """The live index's own e5 vectors of the query and the items (the embedding cache holds every
+    ingested text's), when the index is embedded by the reranker's embedder: its score is residual on
+    that cosine. Otherwise the reranker embeds them itself."""
+    from retrieval.embeddings import embedder
+
+    live = embedder()
+    if live.name != reranker.embedder.name:
+        return {}
+    return {"query_vector": live.embed_query(query), "vectors": live.embed_documents(texts)}
+
+
 def rescore(query: str, response: dict) -> None:
     """Rescore the judged items of `response` in place and re-sort each list.
 
@@ -72,7 +84,9 @@ def rescore(query: str, response: dict) -> None:
     items.sort(key=lambda it: it["score"], reverse=True)
     top = items[: settings.SEARCH_MULTILINGUAL_RERANK_TOP]
     try:
-        scores = model().rerank(query, [text_of(item) for item in top])
+        reranker = model()
+        texts = [text_of(item) for item in top]
+        scores = reranker.rerank(query, texts, **index_vectors(reranker, query, texts))
     except Exception as exc:
         log.warning("multilingual rescoring failed, keeping hybrid's relevance: %s", exc)
         return
