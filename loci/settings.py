@@ -525,7 +525,9 @@ SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHI
 # by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
 # the stage and the projection's writes. The map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·MaxSim
 # + c), fitted on LoCoMo dev conversations by `python -m bench.rank_stages --replay` (bench/RESULTS.md).
-SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", True)
+# Off by default: with it on, the 0.01 floor silences right answers of short chats (the map was fitted
+# on LoCoMo's long turns): tests/test_conversation_updates.py and test_group_episodes.py find nothing.
+SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", False)
 # Items the stage rescores: hybrid's top_k, then the best of what its recall and expansion already
 # scored (retrieval.search.hybrid.runners_up), up to this many; no second, larger search.
 SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from retrieval.backends import keyword_index, vector_index
 from retrieval.embeddings import embedder
+from retrieval.search import multilingual
 from retrieval.text import index_terms
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ def _warm(entry: dict) -> None:
         vectors.ping()
         getattr(vectors, "preload", lambda: None)()  # an in-process index reads its rows now, not at the first search
         keyword_index().ping()
+        if settings.SEARCH_MULTILINGUAL_RERANK:  # its graph is built at first use: seconds of CPU, not a search's
+            multilingual.model()
     except Exception as exc:  # the first search loads again and reports it; here it is only logged
         log.warning("warm-up failed: %s: %s", type(exc).__name__, exc)
         entry.update(status="failed", error=type(exc).__name__)

@@ -21,6 +21,7 @@ import math
 
 from django.conf import settings
 
+from retrieval.embeddings import embedder
 from retrieval.relevance import logit, platt, script
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ def index_vectors(reranker, query: str, texts: list[str]) -> dict:
     """The live index's own e5 vectors of the query and the items (the embedding cache holds every
     ingested text's), when the index is embedded by the reranker's embedder: its score is residual on
     that cosine. Otherwise the reranker embeds them itself."""
-    from retrieval.embeddings import embedder
-
     live = embedder()
     if live.name != reranker.embedder.name:
         return {}
