@@ -10,6 +10,7 @@ its messages would cover every fact said in it. A pure function of the response.
 """
 
 from retrieval.search.ranking import LISTS
+from retrieval.search.scoring import at_most_per_key
 
 
 def message_sources(item: dict) -> frozenset:
@@ -45,15 +46,6 @@ def spread_facts(response: dict, per_message: int) -> None:
     facts = response.get("facts")
     if not per_message or not facts:
         return
-    taken: dict = {}
-    chosen, surplus = [], []
-    for fact in facts:
-        first = next(((s.get("session_id"), s["message_id"]) for s in fact.get("sources", [])
-                      if s.get("type") == "message"), None)
-        if first is not None and taken.get(first, 0) >= per_message:
-            surplus.append(fact)
-            continue
-        if first is not None:
-            taken[first] = taken.get(first, 0) + 1
-        chosen.append(fact)
-    response["facts"] = chosen + surplus
+    response["facts"] = at_most_per_key(facts, lambda fact: next(
+        ((s.get("session_id"), s["message_id"]) for s in fact.get("sources", []) if s.get("type") == "message"),
+        None), per_message)

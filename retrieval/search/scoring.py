@@ -134,18 +134,29 @@ def spread_over_messages(scope, ranked: list, expander, per_message: int) -> lis
     """
     pool = _scored_pool(ranked, expander)
     memories = results.load_memories(scope, [c.id for c in pool.values() if c.kind == "atomic_fact"])
-    taken: dict[str, int] = {}
-    chosen, surplus = [], []
-    for c in sorted(pool.values(), key=lambda c: c.score, reverse=True):
+
+    def said_in(c):
         memory = memories.get(c.id)
-        said_in = memory.source_message_ids[0] if memory is not None and memory.source_message_ids else None
-        if said_in is not None and taken.get(said_in, 0) >= per_message:
-            surplus.append(c)
+        return memory.source_message_ids[0] if memory is not None and memory.source_message_ids else None
+
+    return at_most_per_key(sorted(pool.values(), key=lambda c: c.score, reverse=True), said_in,
+                           per_message)[: len(ranked)]
+
+
+def at_most_per_key(items: list, key, per_key: int) -> list:
+    """`items` in their order, at most `per_key` of any one key(item) first, the surplus after them
+    (in their order); an item whose key is None is never surplus."""
+    taken: dict = {}
+    chosen, surplus = [], []
+    for item in items:
+        k = key(item)
+        if k is not None and taken.get(k, 0) >= per_key:
+            surplus.append(item)
             continue
-        if said_in is not None:
-            taken[said_in] = taken.get(said_in, 0) + 1
-        chosen.append(c)
-    return (chosen + surplus)[: len(ranked)]
+        if k is not None:
+            taken[k] = taken.get(k, 0) + 1
+        chosen.append(item)
+    return chosen + surplus
 
 
 def relevance(signal: str, value: float) -> float:
