@@ -36,8 +36,14 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop renewing, and wait for a beat in flight. Called before the claim changes hands: a
+        beat after the release would find the claim gone and report it lost."""
         self._stop.set()
-        self._thread.join(timeout=self.interval + 5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.interval + 5)
 
     def _run(self) -> None:
         try:

@@ -76,12 +76,13 @@ def stage_outcome(document_id: int, stage_name: str) -> str:
     if document is None or not document.claim(stage.previous, stage.status, stage_name, lease):
         return NOT_CLAIMED
     try:
-        with Heartbeat(document, heartbeat_interval(lease)):
+        with Heartbeat(document, heartbeat_interval(lease)) as heartbeat:
             pipeline.touch_started(document)
             stage_times.record_stage_start(document, stage_name)
             if not _run_step(document, stage_name, stage):
                 return STOPPED  # failed with its reason, or deleted
             stage_times.record_stage_end(document, stage_name)
+            heartbeat.stop()  # before the claim is handed on (the lease was renewed within a beat)
             if stage.next is None:
                 if not document.mark_ready():  # deleted after the index write's last check
                     raise DocumentGone(f"document {document.pk} was deleted while its {stage_name} stage ran")

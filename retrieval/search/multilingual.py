@@ -51,13 +51,16 @@ _model = None
 
 
 def model():
-    """The reranker, built once per process (its ONNX graph is cached on disk by its identity)."""
+    """The reranker, loaded once per process: its ONNX graph built (cached on disk by its identity)
+    and its session open, so the warm-up that calls this leaves no load to a search's CPU budget."""
     global _model
     from retrieval.e5_rerank import E5CrossReranker
 
     if _model is None or _model.precision != settings.RERANK_MULTILINGUAL_PRECISION:
-        _model = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR, precision=settings.RERANK_MULTILINGUAL_PRECISION,
+        loaded = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR, precision=settings.RERANK_MULTILINGUAL_PRECISION,
                                  threads=1)
+        loaded.runtime  # the constructor only names the model; this builds the graph and opens the session
+        _model = loaded
     return _model
 
 
