@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker_process import PYTHON, REPO, Worker, app_env, free_port, stop_milvus_lite
+from tests.worker_process import PYTHON, REPO, Worker, app_env, free_port, stop_milvus_lite, with_parent
 
 CHROMIUM = os.environ.get("LOCI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -129,8 +129,9 @@ def _start_console(request, tmp_path_factory) -> ConsoleServer:
     port = free_port()
     web_log = var / "web.log"
     with open(web_log, "ab") as log:
-        web = subprocess.Popen([PYTHON, "-m", "uvicorn", "loci.asgi:application", "--host", "127.0.0.1",
-                                "--port", str(port), "--no-access-log"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        web = subprocess.Popen(with_parent([PYTHON, "-m", "uvicorn", "loci.asgi:application", "--host", "127.0.0.1",
+                                            "--port", str(port), "--no-access-log"]), cwd=REPO, env=env,
+                               stdin=subprocess.DEVNULL,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     worker = Worker(env, var / "worker.log", name="console")
 

@@ -31,6 +31,14 @@ from tests.index_fixtures import free_port  # noqa: F401  (tests import it from 
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+
+
+def with_parent(argv: list[str]) -> list[str]:
+    """`argv` run through loci.die_with_parent (as `up` runs its children): the process gets SIGTERM
+    when this test process dies, even by SIGKILL or an interrupted run, instead of living on with
+    its port and its broker polling (killed runs used to leave web servers and workers behind).
+    Linux sends it when the starting *thread* exits: start long-lived processes from the test's own."""
+    return [PYTHON, "-m", "loci.die_with_parent", str(os.getpid()), *argv]
 PG_ADMIN_URL = os.environ.get("LOCI_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
@@ -97,7 +105,7 @@ def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:
 
 def manage(env: dict, *args: str, timeout: float = 180, expect_exit: int = 0) -> subprocess.CompletedProcess:
     """Run `manage.py <args>`; raise with its output if it exits otherwise than `expect_exit` or overruns."""
-    proc = subprocess.Popen([PYTHON, "manage.py", *args], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(with_parent([PYTHON, "manage.py", *args]), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -135,9 +143,9 @@ class Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "celery", "-A", "loci", "worker", "--loglevel", "INFO", "--pool", "prefork",
-                 "--concurrency", str(self.concurrency), "--without-gossip", "--without-mingle",
-                 "--without-heartbeat", "--hostname", f"{self.name}@%h"],
+                with_parent([PYTHON, "-m", "celery", "-A", "loci", "worker", "--loglevel", "INFO", "--pool", "prefork",
+                             "--concurrency", str(self.concurrency), "--without-gossip", "--without-mingle",
+                             "--without-heartbeat", "--hostname", f"{self.name}@%h"]),
                 cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
