@@ -51,10 +51,10 @@ run: demo
 # The suite in three worker processes (pytest-xdist; TEST_WORKERS=0 runs it in this one). Most of its
 # time is spent waiting on the processes and browsers it starts, so three overlap those waits on two
 # cores; the tests sharing the console installation or the Milvus server run in one worker
-# (tests/conftest.py: XDIST_GROUPS).
+# (tests/conftest.py: XDIST_GROUPS). The 25 slowest are listed at the end: where the suite's time goes.
 TEST_WORKERS ?= 3
 test: install-test
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 # The linter, with the rules pyproject.toml names (.ci/run runs it before the suite).
 lint: install-test

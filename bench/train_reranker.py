@@ -41,10 +41,10 @@ from retrieval.e5_rerank_format import (
     VECTORS,
     WEIGHTS_PATH,
     dequantise_rows,
-    file_sha256,
     quantise_rows,
 )
 from retrieval.embeddings.e5_format import E5File, dequantise, source_path
+from retrieval.onnx_models import file_sha256
 
 DATA = SHARED_DATA / "train"
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "e5x_rerank_reference.json"

