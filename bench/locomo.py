@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import (api_client, cached_query_embedder, close_stack, conversation_stack, flat_rankings,
-                           post_session, search_message_ids)
+                           post_session, search_message_ids, setup_django)
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial) has no evidence
@@ -116,14 +116,23 @@ def flat_rankings_of(conv: dict, top_k: int, embed_query) -> dict[str, list[list
 # --- the run
 
 def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], embedding_cache: str | None,
-        log=print, keep: bool = False, dump: str | None = None) -> dict:
+        log=print, keep: bool = False, dump: str | None = None, reuse: str | None = None) -> dict:
+    """`reuse`: a var dir kept by an earlier run (--keep); its conversations are searched, not ingested
+    again, so a ranking setting is compared on the same memories in minutes."""
     import os
 
     if LATE in methods:  # ingestion writes the token vectors; each method sets the stage itself below
         os.environ["SEARCH_LATE_INTERACTION"] = "1"
-    var = conversation_stack(embedding_cache)
+    if reuse:
+        os.environ.setdefault("LLM_DISABLED", "1")
+        os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
+        var = setup_django(reuse)
+    else:
+        var = conversation_stack(embedding_cache)
     try:
         from django.test import override_settings
+
+        from memory.models import Memory
 
         model = cached_query_embedder()
         client = api_client()
@@ -132,7 +141,8 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
         rows: dict[str, list[dict]] = defaultdict(list)
         for conv in convs:
             before = stats["ingest_seconds"]
-            ingest(client, conv, stats)
+            if not (reuse and Memory.objects.filter(user_id=conv["user_id"]).exists()):
+                ingest(client, conv, stats)
             log(f"conv {conv['index']} ({conv['user_id']}): {sum(len(s['turns']) for s in conv['sessions'])} turns "
                 f"ingested in {stats['ingest_seconds'] - before:.1f}s; {len(conv['questions'])} questions")
             searched = time.perf_counter()
@@ -151,11 +161,12 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
         report = summarise(rows, stats, indices, top_k)
         if dump:  # every question's ranked dia_ids per method, for looking at the misses
             Path(dump).write_text(json.dumps(rows, indent=1))
-        if keep:
+        if keep or reuse:
             report["var_dir"] = str(var)
         return report
     finally:
-        close_stack(var, keep)  # a linked --embedding-cache file is left where it is
+        # A linked --embedding-cache file is left where it is; a reused var dir may be another run's.
+        close_stack(var, keep or bool(reuse), stop=not reuse)
 
 
 def summarise(rows: dict[str, list[dict]], stats: dict, indices: list[int], top_k: int) -> dict:
@@ -219,6 +230,7 @@ def main(argv=None) -> int:
     parser.add_argument("--embedding-cache", help="reuse this embedding cache file across runs (speed only)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary var dir (database, indexes)")
     parser.add_argument("--dump", help="write every question's ranked dia_ids per method to this JSON file")
+    parser.add_argument("--reuse", help="search the conversations of a var dir kept by --keep (no ingestion)")
     args = parser.parse_args(argv)
     try:
         indices = [int(i) for i in args.convs.split(",") if i.strip()]
@@ -231,7 +243,7 @@ def main(argv=None) -> int:
         parser.error("--top-k must be from 1 to 100")
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     report = run(Path(args.path), indices, args.top_k, methods, args.embedding_cache, log=log, keep=args.keep,
-                 dump=args.dump)
+                 dump=args.dump, reuse=args.reuse)
     print(json.dumps(report, indent=2) if args.json else table(report))
     return 0
 

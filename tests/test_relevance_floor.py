@@ -70,3 +70,18 @@ def test_nonsense_and_off_topic_questions_get_nothing_answers_well(memory, query
     best = max((it["score"] for key in ("facts", "episodes") for it in response[key]), default=None)
     assert response["query"]["weak"], (best, texts(response)[:3])
     assert any("Nothing answers this well" in note for note in response["query"]["notes"])
+
+
+# Questions a short chat answers only in part or in other words: the stage's map, fitted on whole
+# LoCoMo conversations, put such answers under the 0.01 floor (session 10: a participant's episode
+# at 0.003); fitted on short chats, it keeps them (bench/RESULTS.md, "Late interaction on by default").
+LOOSELY_ANSWERED = {"What are the two of them up to with their pets and plants?": "tortoise",
+                    "Has anyone changed how they learn music?": "cello",
+                    "Any news about the kids?": "piano"}
+
+
+@pytest.mark.parametrize("query", list(LOOSELY_ANSWERED))
+def test_a_loosely_worded_question_still_finds_its_answer(memory, query):
+    response = hybrid(memory, query)
+    assert not response["query"]["weak"], response["query"]["notes"]
+    assert LOOSELY_ANSWERED[query] in " ".join(texts(response)[:3])

@@ -11,11 +11,13 @@ so a model change or a row not yet projected never leaves a hole), and a new cal
 
     P(relevant) = σ(a · logit(hybrid's relevance) + b · MaxSim + c)      (a, b, c: SEARCH_LATE_INTERACTION_MAP)
 
-fitted by logistic regression on LoCoMo dev conversations (bench/rank_stages.py; bench/RESULTS.md,
-"Late interaction and a local cross-encoder"). It is monotone in hybrid's relevance, so it orders
-as hybrid + (b/a)·MaxSim, and it stays a probability, so the floor and the merged order read it
-as before. A Chinese or mixed query, or an item with no English source, keeps hybrid's relevance:
-the model is English.
+its order hybrid + (b/a)·MaxSim chosen for R@10 on LoCoMo dev conversations (bench/rank_stages.py), its
+scale and bias fitted by logistic regression on short chats, one LoCoMo dev session each
+(bench/fit_late_interaction.py; bench/RESULTS.md, "Late interaction on by default"): fitted on whole
+conversations instead, the 0.01 floor left out right answers of ten-line chats. It is monotone in
+hybrid's relevance, and it stays a probability, so the floor and the merged order read it as before.
+A Chinese or mixed query, or an item with no English source, keeps hybrid's relevance: the model is
+English.
 """
 
 import logging
