@@ -32,13 +32,6 @@ from tests.index_fixtures import free_port  # noqa: F401  (tests import it from 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
-
-def with_parent(argv: list[str]) -> list[str]:
-    """`argv` run through loci.die_with_parent (as `up` runs its children): the process gets SIGTERM
-    when this test process dies, even by SIGKILL or an interrupted run, instead of living on with
-    its port and its broker polling (killed runs used to leave web servers and workers behind).
-    Linux sends it when the starting *thread* exits: start long-lived processes from the test's own."""
-    return [PYTHON, "-m", "loci.die_with_parent", str(os.getpid()), *argv]
 PG_ADMIN_URL = os.environ.get("LOCI_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
@@ -75,6 +68,14 @@ def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
             return True
     except OSError:
         return False
+
+
+def with_parent(argv: list[str]) -> list[str]:
+    """`argv` run through loci.die_with_parent (as `up` runs its children): the process gets SIGTERM
+    when this test process dies, even by SIGKILL or an interrupted run, instead of living on with
+    its port and its broker polling (killed runs used to leave web servers and workers behind).
+    Linux sends it when the starting *thread* exits: start long-lived processes from the test's own."""
+    return [PYTHON, "-m", "loci.die_with_parent", str(os.getpid()), *argv]
 
 
 def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:

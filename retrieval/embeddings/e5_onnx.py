@@ -14,11 +14,11 @@ budget, so a batch pads little and one long text never makes every short one pay
 import numpy as np
 
 from common.once import once
+from retrieval import onnx_models
 from retrieval.embeddings import e5_convert
 from retrieval.embeddings.base import check_texts, empty, normalise_rows
 from retrieval.embeddings.e5 import _clean, available_cores
 from retrieval.embeddings.e5_format import source_path
-from retrieval import onnx_models
 
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
