@@ -21,6 +21,7 @@ import time
 
 from django.conf import settings
 
+from retrieval import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.embeddings import embedder
 from retrieval.search import multilingual
@@ -57,6 +58,8 @@ def _warm(entry: dict) -> None:
         keyword_index().ping()
         if settings.SEARCH_MULTILINGUAL_RERANK:  # its graph is built at first use: seconds of CPU, not a search's
             multilingual.model()
+        if settings.SEARCH_LATE_INTERACTION:  # ColBERT: ~1 CPU-s (sha256 and sessions), for searches and chat ingestion
+            token_vectors.model()
     except Exception as exc:  # the first search loads again and reports it; here it is only logged
         log.warning("warm-up failed: %s: %s", type(exc).__name__, exc)
         entry.update(status="failed", error=type(exc).__name__)
