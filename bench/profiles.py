@@ -42,6 +42,8 @@ DATA = Path(os.environ.get("LOCI_SHARED_DATA", "/work/shared/data")) / "locomo" 
 GOLD = Path(__file__).with_name("profiles_gold.json")
 MEMCELL = 12
 GROUPS = {"origin": "location", "interest": "preference"}
+# --reader rules|model|union: who reads a fact for its items (conversations/profile_rules.READER)
+READER = sys.argv[sys.argv.index("--reader") + 1] if "--reader" in sys.argv else ""
 
 
 def speakers(conversation: dict) -> list[str]:
@@ -73,7 +75,7 @@ def profile(conversation: dict) -> tuple[list[tuple], list[float], list[tuple]]:
         began = time.perf_counter()
         for order, fact in enumerate(facts):
             stamp = (n, start, order)
-            for item in items_in(fact.text, fact.subject, names):
+            for item in items_in(fact.text, fact.subject, names, READER):
                 if item.category in SINGLE_VALUED:  # the newer value supersedes
                     for key in [k for k in items if k[:2] == (item.subject, item.category) and k[2] != item.key]:
                         items.pop(key)

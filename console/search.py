@@ -34,6 +34,7 @@ STAGES = [
     ("late_interaction", "ColBERT MaxSim of the query's tokens and its best English source's (message, chunk)"),
     ("covered", "× this: the facts above already cite all its messages"),
     ("rerank", "the reranker's score"),
+    ("superseded_of", "out of date: the score of the newer fact that replaced this one, which is listed just above it (just under it for a question about the past)"),
 ]
 METHOD_HELP = {
     "keyword": "BM25 only",

@@ -18,6 +18,7 @@ names are shared, so "我现在在Fabrikam工作" supersedes "Alex works at Cont
 import re
 from dataclasses import dataclass
 
+from conversations.statements import SINGLE_VALUED as SINGLE_VALUED_SLOTS, read
 from extraction.dates import undated
 
 MAX_SUBJECT_WORDS = 4  # a longer "subject" is a clause the pattern ran over, not a person
@@ -250,3 +251,70 @@ def _first(text: str, rules, *, zh: bool) -> Claim | None:
             attribute = f"{attribute}:{kind}"
         return Claim(attribute, subject, value, negated, bool(_INSTEAD.search(text)))
     return None
+
+
+# --- One grammar: the statement model decides the slots it knows; these rules only what it has no slot for.
+# Attributes the statement model (conversations/statements.py) does not tag: a favourite of a kind, a
+# wake-up time, a pet's death, a trip "instead", a like said negatively in the rules' words. For employer,
+# title, home and partner the model alone decides (the rules did not carry to fresh chats: bench/RESULTS.md).
+RULE_ATTRIBUTES = ("favourite", "wakes_up", "pet", "plan", "likes")
+
+
+def _same(a: str, b: str) -> bool:
+    return bool(a and b) and (a in b or b in a)
+
+
+def statement_contradicts(new, old) -> bool:
+    """Whether statement `new` (conversations.statements.Statement) makes `old` out of date: a value
+    that stopped holding ("quit Contoso") against the same current value, another current value of
+    a single-valued slot ("now at Fabrikam" against "at Contoso"), an end said without a value
+    ("I quit my job") against any current value, a dislike against the same like."""
+    same = _same
+    for slot in new.slots:
+        olds = old.current(slot.type)
+        if slot.ended and any(same(slot.key, o.key) for o in olds):
+            return True
+        if not slot.ended and slot.type in SINGLE_VALUED_SLOTS and olds and not any(same(slot.key, o.key) for o in olds):
+            return True
+        if slot.type == "dislike" and any(same(slot.key, o.key) for o in old.current("like")):
+            return True
+    return any(kind in new.ends and not new.current(kind) and old.current(kind) for kind in SINGLE_VALUED_SLOTS)
+
+
+def changes_state(statement, reading=None) -> bool:
+    """Whether the token model or the e5 head (`reading`) reads a state change ("quit", "now at",
+    "搬到"): the model's slots supersede only then. A sentence that merely names a job or a place ("my
+    brother got a job at Tailspin", "我参加了阿里云的技术大会") was what made the model's wrong supersedes
+    (bench/RESULTS.md, issue 35: 2 of 41 fresh non-updates without this gate, 0 with it)."""
+    return statement.kind == "state_change" or (reading is not None and reading.kind == "state_change")
+
+
+def supersedes(new_text: str, old_text: str, subject: str = "", new_reading=None, old_reading=None) -> bool:
+    """Whether the newer fact makes the older one out of date, both about `subject` (the fact's subject);
+    `new_reading`/`old_reading` are the e5 head's readings of their vectors where it applies."""
+    new, old = read(new_text, subject), read(old_text, subject)
+    if changes_state(new, new_reading):
+        if statement_contradicts(new, old):
+            return True
+        if new_reading is not None and old_reading is not None and head_supersedes(new_reading, old_reading, new, old):
+            return True
+    new_claim = claim(new_text)
+    return (new_claim is not None and new_claim.attribute.split(":")[0] in RULE_ATTRIBUTES
+            and contradicts(new_claim, claim(old_text)))
+
+
+def head_supersedes(new_reading, old_reading, new, old) -> bool:
+    """Whether the e5 head's readings (statements.Reading) make the older fact out of date: the newer
+    one changes a single-valued slot the older one holds. The token model's values (statements `new`,
+    `old`) veto two cases: the same value said again ("now at Fabrikam" after "at Fabrikam"), and
+    the end of another value than the older one's ("quit Contoso" after "works at Fabrikam")."""
+    for slot_type in set(new_reading.changes) & set(old_reading.holds):
+        held = [s.key for s in old.current(slot_type)]
+        now = [s.key for s in new.current(slot_type)]
+        ended = [s.key for s in new.slots if s.type == slot_type and s.ended]
+        if held and now and not ended and any(_same(a, b) for a in held for b in now):
+            continue
+        if held and ended and not now and not any(_same(a, b) for a in held for b in ended):
+            continue
+        return True
+    return False

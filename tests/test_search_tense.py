@@ -26,9 +26,14 @@ def test_an_older_value_is_listed_right_under_the_one_that_replaced_it(question)
     """LongMemEval 48_dad224aa (scores as hybrid gave them): the 7:30 fact at 0.0617, another fact at
     0.0572; the superseded 8:30 fact at ×0.9 (0.0555) fell under both, to rank 11 of the message ids."""
     assert tense_of(question) == ""
-    assert 0.0572 < predecessor_score(0.0617, tense_of(question)) < 0.0617
+    score = predecessor_score(0.0617, tense_of(question), 0.0572)
+    assert 0.0572 < score < 0.0617
+    # Never level with the current value (issue 35: the console showed both at one score).
+    assert round(score, 3) < round(0.0617, 3)
+    assert predecessor_score(0.0617, tense_of(question), None) <= 0.0617 * 0.95
 
 
 @pytest.mark.parametrize("question", ["What time did I use to wake up on Saturdays?", "我以前周六几点起床？"])
 def test_about_the_past_the_older_value_is_just_above(question):
-    assert 0.0617 < predecessor_score(0.0617, tense_of(question)) < 0.0618
+    assert 0.0617 < predecessor_score(0.0617, tense_of(question), 0.0700) < 0.0700
+    assert round(predecessor_score(0.0617, tense_of(question), None), 3) > round(0.0617, 3)

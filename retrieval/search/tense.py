@@ -24,7 +24,8 @@ SUPERSEDED_EPISODE_WEIGHT = 0.8
 # I wake up on Saturdays?" is answered by the newer time, and the older one tells it changed (LongMemEval
 # counts both sessions as the evidence of a knowledge update). Session 8 put it at ×0.9 of the newer
 # score: on LongMemEval 48_dad224aa another fact came between and pushed the old time to rank 11.
-PREDECESSOR_SHIFT = 1e-6  # the older value this far above (about the past) or under the one that replaced it
+# Without a neighbour, the older value sits this share of its score under (or above) the newer one.
+PREDECESSOR_GAP = 0.1
 MAX_PREDECESSORS = 10  # older facts added per search at most
 
 _PRESENT = re.compile(r"\b(?:now|currently|current|these days|at the moment|nowadays|presently|at present|"
@@ -63,10 +64,14 @@ def _weigh_down_superseded_episodes(response: dict) -> None:
     episodes.sort(key=lambda item: item["score"], reverse=True)
 
 
-def predecessor_score(newer: float, tense: str) -> float:
-    """Where an older value goes: just above the fact that replaced it for a question about the past, else
-    just under it."""
-    return newer + PREDECESSOR_SHIFT if tense == "past" else newer - PREDECESSOR_SHIFT
+def predecessor_score(newer: float, tense: str, neighbour: float | None = None) -> float:
+    """Where an older value goes: above the fact that replaced it for a question about the past, else
+    under it — halfway to the next listed score (`neighbour`, the next higher or lower one), or
+    PREDECESSOR_GAP of its own score when none is there. Never level with it: a reader shown two
+    values at one score cannot tell which is current (issue 35)."""
+    if tense == "past":
+        return (newer + neighbour) / 2 if neighbour is not None and neighbour > newer else newer * (1 + PREDECESSOR_GAP)
+    return (newer + neighbour) / 2 if neighbour is not None and neighbour < newer else newer * (1 - PREDECESSOR_GAP)
 
 
 def _add_predecessors(run, response: dict, tense: str) -> None:
@@ -88,7 +93,12 @@ def _add_predecessors(run, response: dict, tense: str) -> None:
         if str(memory.pk) in shown:
             continue
         newer = score_of[str(memory.superseded_by_id)]
-        score = predecessor_score(newer, tense)
+        others = [f["score"] for f in facts if f["score"] != newer]
+        if tense == "past":
+            neighbour = min((s for s in others if s > newer), default=None)
+        else:
+            neighbour = max((s for s in others if s < newer), default=None)
+        score = round(predecessor_score(newer, tense, neighbour), 6)
         facts.append({**results.fact_item(memory, score, {"superseded_of": newer}), "status": "superseded",
                       "superseded_by": str(memory.superseded_by_id)})
     facts.sort(key=lambda item: item["score"], reverse=True)
