@@ -115,10 +115,12 @@ def refresh_skill(cluster: CaseCluster, *, actor: str = "", reason: str = "refre
     maturity = round((s + 1) / (s + f + 2), 3)
     best = max(successes, key=lambda c: (c.metadata.get("quality", 0), str(c.pk))) if successes else cases[0]
     name = best.metadata.get("task", best.topic)[:120]
-    pitfalls = []
+    # A failure reported as feedback (on the skill or on one of its cases) is a pitfall too: its text
+    # is what a reader of the skill sees, and "Pitfalls: none seen" after a reported failure misleads.
+    pitfalls = [item["note"] for item in feedback if item["outcome"] == "failure" and item.get("note")]
     for c in cases:
         for item in c.metadata.get("evidence", []):
-            if item["kind"] in ("tool_error", "agent_reported_failure", "user_negative"):
+            if item["kind"] in ("tool_error", "agent_reported_failure", "user_negative", "feedback_failure"):
                 text = item.get("text", "")
                 if item.get("tool"):
                     text = f"{item['tool']}: {text}"
@@ -129,7 +131,7 @@ def refresh_skill(cluster: CaseCluster, *, actor: str = "", reason: str = "refre
     text = (f"Agent skill: {name} | When: {'; '.join(when)} | Steps: "
             f"{'; '.join(f'{i}. {s}' for i, s in enumerate(steps, 1)) or 'none recorded'} | Pitfalls: "
             f"{'; '.join(pitfalls[:MAX_PITFALLS]) or 'none seen'} | Maturity {maturity:.2f} "
-            f"({len(successes)} of {len(cases)} cases succeeded)")
+            f"({len(successes)} of {len(cases)} cases succeeded{_reported(feedback)})")
     metadata = {"name": name, "when": when, "steps": steps, "pitfalls": pitfalls[:MAX_PITFALLS],
                 "maturity": maturity, "case_ids": [str(c.pk) for c in cases], "successes": len(successes),
                 "failures": len(failures), "cluster_id": cluster.pk, "feedback": feedback}
@@ -161,6 +163,14 @@ def refresh_skill(cluster: CaseCluster, *, actor: str = "", reason: str = "refre
         cluster.save(update_fields=["skill"])
     transaction.on_commit(lambda: index_memories([skill]))
     return skill
+
+
+def _reported(feedback: list[dict]) -> str:
+    """"; 1 failure reported, 2 successes reported": the skill's own feedback, beside its cases' count."""
+    counts = [(sum(1 for f in feedback if f["outcome"] == outcome), outcome) for outcome in ("failure", "success")]
+    said = [f"{n} {outcome}{'s' if n != 1 and outcome == 'failure' else 'es' if n != 1 else ''} reported"
+            for n, outcome in counts if n]
+    return f"; {', '.join(said)}" if said else ""
 
 
 class FeedbackError(ValueError):

@@ -161,6 +161,24 @@ def test_similar_cases_become_a_skill_whose_maturity_follows_feedback(alice, com
     assert refused.status_code == 400 and "agent cases and agent skills" in refused.content.decode()
 
 
+def test_the_skill_text_says_what_feedback_reported(alice, committed):
+    """A reader of the skill's text (as search returns it) sees the failures reported on it, not only the
+    cases' own outcomes: "2 of 2 cases succeeded" and "Pitfalls: none seen" after a failure misled."""
+    for n, (city, hotel) in enumerate([("Lisbon", "Hotel Avenida"), ("Porto", "Hotel Ribeira")]):
+        transcript(alice, committed, f"book{n}", booking(city, hotel), agent="travel-bot", start=T0 + timedelta(days=n))
+    skill = Memory.objects.get(kind="agent_skill")
+    assert "2 of 2 cases succeeded" in skill.text and "Pitfalls: none seen" in skill.text
+    response = committed(alice.post, f"/api/v1/memories/{skill.pk}/feedback",
+                         {"outcome": "failure", "note": "the hotel cancelled the booking"}, format="json")
+    assert response.status_code == 200, response.content
+    skill.refresh_from_db()
+    assert "Pitfalls: none seen" not in skill.text and "the hotel cancelled the booking" in skill.text
+    assert "1 failure reported" in skill.text, skill.text
+    found = agent_search(alice, "book a hotel room", "travel-bot")
+    text = next(i for i in found["agent_memory"] if i["memory_type"] == "agent_skill")
+    assert "the hotel cancelled the booking" in json.dumps(text, ensure_ascii=False)
+
+
 def test_deleting_a_user_takes_their_cases_skills_and_clusters(alice, committed):
     for n, (city, hotel) in enumerate([("Lisbon", "Hotel Avenida"), ("Porto", "Hotel Ribeira")]):
         transcript(alice, committed, f"book{n}", booking(city, hotel), agent="travel-bot", start=T0 + timedelta(days=n))
