@@ -345,6 +345,24 @@ Have you ever been to {city}? | other
 {chat} | other
 {chat} | other
 {chat} | other
+{S} teach{es} [title:{job}] classes at [employer:{co}]. | biographical
+{S} work{s} remotely for [employer:{co}]. | biographical
+{S} work{s} night shifts at [employer:{co}]. | biographical
+{S} work{s} part-time at [employer:{co}]. | biographical
+{S} {be} [title:a student] at [employer:{co}]. | biographical
+{S} got hired as [title:a {job}] at [employer:{co}]. | state_change
+Today was {my} first day as [title:{job}] at [employer:{co}]. | state_change
+{S} start{s} as [title:a {job}] at [employer:{co}] {when}. | state_change
+[partner_x:{name}] and {S} broke up {past}. | state_change
+[partner_x:{name}] and {S} called off the engagement. | state_change
+{S} stopped working at [employer_x:{co}]. | state_change
+{S} switched employers {past}. | state_change !employer
+{S} switched employers and {be} with [employer:{co}] now. | state_change
+These days {S} call{s} [location:{city}] home. | state_change
+{S} settled into {my} new apartment in [location:{city}]. | state_change
+{S} packed up and moved to [location:{city}]. | state_change
+{S} moved back to [location:{city}] {past}. | state_change
+{S} moved out of {my} parents' place. | state_change !location
 """
 
 ZH = r"""
@@ -454,6 +472,13 @@ ZH = r"""
 {zchat} | other
 {zchat} | other
 {zchat} | other
+{S}在[location:{zcity}]读[title:研究生]。 | biographical
+{S}毕业了，现在在[employer:{zco}]工作。 | state_change
+{S}毕业了，在[location:{zcity}]找了份工作。 | state_change !employer
+{S}在[employer:{zco}]做[title:{zjob}]。 | biographical
+[partner_x:{zname}]和{S}分手了。 | state_change
+{S}全家搬到了[location:{zcity}]。 | state_change
+{S}搬回了[location:{zcity}]。 | state_change
 """
 
 _SPAN = re.compile(r"\[(\w+):([^\]]+)\]")

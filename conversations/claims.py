@@ -293,28 +293,47 @@ def supersedes(new_text: str, old_text: str, subject: str = "", new_reading=None
     """Whether the newer fact makes the older one out of date, both about `subject` (the fact's subject);
     `new_reading`/`old_reading` are the e5 head's readings of their vectors where it applies."""
     new, old = read(new_text, subject), read(old_text, subject)
-    if changes_state(new, new_reading):
-        if statement_contradicts(new, old):
-            return True
-        if new_reading is not None and old_reading is not None and head_supersedes(new_reading, old_reading, new, old):
-            return True
     new_claim = claim(new_text)
+    if changes_state(new, new_reading) and (
+            slot_supersedes(new, old, new_claim, claim(old_text), new_reading, old_reading)
+            or statement_contradicts(new, old)):
+        return True
     return (new_claim is not None and new_claim.attribute.split(":")[0] in RULE_ATTRIBUTES
             and contradicts(new_claim, claim(old_text)))
 
 
-def head_supersedes(new_reading, old_reading, new, old) -> bool:
-    """Whether the e5 head's readings (statements.Reading) make the older fact out of date: the newer
-    one changes a single-valued slot the older one holds. The token model's values (statements `new`,
-    `old`) veto two cases: the same value said again ("now at Fabrikam" after "at Fabrikam"), and
-    the end of another value than the older one's ("quit Contoso" after "works at Fabrikam")."""
-    for slot_type in set(new_reading.changes) & set(old_reading.holds):
-        held = [s.key for s in old.current(slot_type)]
+# The patterns' attributes that are the statement model's single-valued slots.
+SLOT_OF_ATTRIBUTE = {"works_at": "employer", "works_as": "title", "lives_in": "location", "partner": "partner"}
+
+
+def _rule_slot(c: Claim | None) -> str:
+    return SLOT_OF_ATTRIBUTE.get(c.attribute, "") if c is not None else ""
+
+
+def slot_supersedes(new, old, new_claim, old_claim, new_reading=None, old_reading=None) -> bool:
+    """Whether the newer statement changes a single-valued slot (employer, title, home, partner) that
+    the older one holds. Three readers vote, and any one suffices on each side: the token model's slots
+    (`new`, `old`: statements.Statement), the e5 head (`new_reading`, `old_reading`) and the patterns'
+    claims — each misses what another reads ("Alex在阿里巴巴上班" is read by the patterns, "we finally
+    moved to Denver" by the head). The values then veto two cases: the same value said again ("now
+    at Fabrikam" after "at Fabrikam"), and the end of another value than the older one's ("quit
+    Contoso" after "works at Fabrikam")."""
+    new_rule, old_rule = _rule_slot(new_claim), _rule_slot(old_claim)
+    changed = {s.type for s in new.slots if s.type in SINGLE_VALUED_SLOTS} | set(new.ends) | {new_rule} - {""}
+    held = {s.type for s in old.current_values()} | ({old_rule} if old_rule and not old_claim.negated else set())
+    if new_reading is not None:
+        changed |= set(new_reading.changes)
+    if old_reading is not None:
+        held |= set(old_reading.holds)
+    for slot_type in changed & held:
+        was = [s.key for s in old.current(slot_type)] + ([old_claim.value] if old_rule == slot_type else [])
         now = [s.key for s in new.current(slot_type)]
         ended = [s.key for s in new.slots if s.type == slot_type and s.ended]
-        if held and now and not ended and any(_same(a, b) for a in held for b in now):
+        if new_rule == slot_type:
+            (ended if new_claim.negated else now).append(new_claim.value)
+        if was and now and not ended and any(_same(a, b) for a in was for b in now):
             continue
-        if held and ended and not now and not any(_same(a, b) for a in held for b in ended):
+        if was and ended and not now and not any(_same(a, b) for a in was for b in ended):
             continue
         return True
     return False

@@ -10,17 +10,14 @@ Reads only; `conversations.actions` writes the plan in its transaction.
   alone ranks "Melanie: Caroline's kind words mean a lot." 0.99 close to the same words said by
   Caroline, and two pottery classes on different dates 0.98 close.
 - Otherwise a new fact. It supersedes an older fact of the same user that states another value of
-  the same attribute of the same subject: with an LLM, the model decides among the similar older
-  facts; without one, the claims of claims.py ("X lives in A", "X now works at B", "X no longer
-  likes C", Chinese 搬到/换到/不再…) must agree on subject and attribute and `contradicts()` must
-  hold, and the two facts must be at least SUPERSEDE_MIN_COSINE similar. The statement model
-  (statements.py) reads both facts for the subject's employer, title, home and partner ("quit Contoso",
-  "now at Fabrikam", "我换工作了"); claims.py's patterns only for what it has no slot for (a favourite,
-  a wake-up time, a pet's death, a trip "instead"). Where the default embedder is the bundled
-  e5-small, the statement model's e5 head also reads each new fact's vector: a fact that changes a
-  single-valued slot ("we finally moved to Denver", "我换工作了") supersedes the similar older facts
-  (the same neighbours, at least SUPERSEDE_MIN_COSINE) whose head says they hold it
-  (claims.head_supersedes).
+  the same attribute of the same subject, and the two facts must be at least SUPERSEDE_MIN_COSINE
+  similar. With an LLM, the model decides among the similar older facts; without one,
+  `claims.supersedes`: for the subject's employer, title, home and partner, where the statement
+  model (statements.py, its token tags or its e5 head) reads a state change ("quit Contoso", "now at
+  Fabrikam", "我换工作了"), the slot it changes against the slot the older fact holds, each read by
+  the token model, the e5 head (where the default embedder is the bundled e5-small) or claims.py's
+  patterns; the patterns alone for what the model has no slot for (a favourite, a wake-up time, a
+  pet's death, a trip "instead").
 """
 
 import logging
@@ -28,9 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conversations.claims import (RULE_ATTRIBUTES, changes_state, claim, contradicts, head_supersedes,
-                                   statement_contradicts)
-from conversations.statements import SINGLE_VALUED, head_applies, read, readings
+from conversations.claims import RULE_ATTRIBUTES, changes_state, claim, supersedes
+from conversations.statements import head_applies, read, readings
 from extraction.dates import undated
 from memory.models import Memory
 from retrieval.backends import vector_index
@@ -164,49 +160,36 @@ def _plan_supersedes(kb, user_id, texts, vectors, plans: list[FactPlan], similar
             return _llm_supersedes(texts, plans, similar_for)
         except Exception as exc:  # LlmError or a reply that names no known fact: the heuristic still works
             log.warning("LLM supersede check failed, using the pattern heuristic: %s", exc)
-    heads = readings(np.asarray([vectors[p.index] for p in fresh])) if fresh and head_applies() else None
+    heads = readings(np.asarray([vectors[p.index] for p in fresh])) if head_applies() else None
     for n, plan in enumerate(fresh):
         subject = subjects[plan.index] if subjects else ""
-        statement = read(texts[plan.index], subject)
-        changing = changes_state(statement, heads[n] if heads else None)
-        if changing and heads is not None and heads[n].changes:
-            plan.supersedes = _head_olds(heads[n], statement, similar_for.get(plan.index, []), subject)
-        new_claim = claim(texts[plan.index])
+        text, reading = texts[plan.index], heads[n] if heads is not None else None
+        new_claim = claim(text)
         rule_claim = new_claim is not None and new_claim.attribute.split(":")[0] in RULE_ATTRIBUTES
-        if not ((changing and _may_supersede(statement)) or rule_claim):
+        if not (changes_state(read(text, subject), reading) or rule_claim):
             continue
+        # The nearest older facts (already at least SUPERSEDE_MIN_COSINE): all three readers, the e5
+        # head's from their vectors too.
+        near = [m for m in similar_for.get(plan.index, []) if _same_subject(m, subject)]
+        near_readings = readings(_embed([m.text for m in near])) if near and heads is not None else [None] * len(near)
+        plan.supersedes = [m for m, r in zip(near, near_readings) if supersedes(text, m.text, subject, reading, r)]
+        # The subject's other active facts: the token model and the patterns, then the same cosine gate.
         who = subject or (new_claim.subject if new_claim else "")
         candidates = Memory.objects.filter(tenant_id=kb.tenant_id, kb=kb, user_id=user_id, kind=Memory.Kind.ATOMIC_FACT,
                                            status=Memory.Status.ACTIVE, agent_id=agent_id)
         if who:
             candidates = candidates.filter(text__icontains=who)
-        olds = [m for m in candidates
-                if (m.metadata or {}).get("subject", subject) == subject
-                and ((changing and statement_contradicts(statement, read(m.text, subject)))
-                     or (rule_claim and contradicts(new_claim, claim(m.text))))]
-        olds = [m for m in olds if m not in plan.supersedes]
+        olds = [m for m in candidates.exclude(pk__in=[m.pk for m in near])
+                if _same_subject(m, subject) and supersedes(text, m.text, subject, reading)]
         if olds:
             old_vectors = _embed([m.text for m in olds])
             plan.supersedes += [m for m, v in zip(olds, old_vectors)
                                 if float(v @ vectors[plan.index]) >= SUPERSEDE_MIN_COSINE]
 
 
-def _head_olds(reading, statement, similar: list[Memory], subject: str) -> list[Memory]:
-    """The similar older facts (already at least SUPERSEDE_MIN_COSINE) of the same subject that the
-    e5 head says hold a slot this statement changes, unless the token model vetoes (claims.head_supersedes)."""
-    near = [m for m in similar if m.status == Memory.Status.ACTIVE and m.kind == Memory.Kind.ATOMIC_FACT
-            and (m.metadata or {}).get("subject", subject) == subject and not (m.metadata or {}).get("note")]
-    if not near:
-        return []
-    olds = readings(_embed([m.text for m in near]))
-    return [m for m, r in zip(near, olds) if head_supersedes(reading, r, statement, read(m.text, subject))]
-
-
-def _may_supersede(statement) -> bool:
-    """A statement that can make an older one out of date: a single-valued slot, a value that ended, an
-    unnamed end or a dislike. The rest (a trip, a pet, a like) adds; its older facts are not read."""
-    return bool(statement.ends) or any(s.ended or s.type in SINGLE_VALUED or s.type == "dislike"
-                                       for s in statement.slots)
+def _same_subject(memory: Memory, subject: str) -> bool:
+    meta = memory.metadata or {}
+    return meta.get("subject", subject) == subject and not meta.get("note") and memory.status == Memory.Status.ACTIVE
 
 
 SUPERSEDE_PROMPT = """Older facts about a user are listed with letters, new facts with numbers.

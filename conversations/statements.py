@@ -86,6 +86,10 @@ class Statement:
     def current(self, slot_type: str) -> list[Slot]:
         return [s for s in self.slots if s.type == slot_type and not s.ended]
 
+    def current_values(self) -> list[Slot]:
+        """The current values of single-valued slots."""
+        return [s for s in self.slots if s.type in SINGLE_VALUED and not s.ended]
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -209,6 +213,8 @@ class StatementModel:
                 current = _close(slots, current, text)
                 current = [kind, start, end]
         _close(slots, current, text)
+        # The subject is never its own value: "Sam and Alex broke up" ends Sam, not Alex.
+        slots = [s for s in slots if s.key not in {normalise(subject), "i", "me", "we", "我", "我们"}]
         ends = tuple(e for e, p in zip(self.ends, 1 / (1 + np.exp(-ends_logits))) if p >= MIN_ENDS_PROBABILITY)
         return Statement(self.classes[int(cls_logits.argmax())], tuple(slots), ends)
 
