@@ -17,6 +17,7 @@ names are shared, so "我现在在Fabrikam工作" supersedes "Alex works at Cont
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from conversations.statements import SINGLE_VALUED as SINGLE_VALUED_SLOTS, read
 from extraction.dates import undated
@@ -160,6 +161,7 @@ class Claim:
     instead: bool = False  # "to Kyoto instead": replaces another value of a many-valued attribute
 
 
+@lru_cache(maxsize=8192)  # consolidation reads a user's older facts once per superseding statement
 def claim(text: str) -> Claim | None:
     """The claim a fact states, or None (no pattern, a question, or a statement about the past).
 

@@ -191,7 +191,8 @@ class StatementModel:
         h1 = np.maximum(_conv(x, w["conv1_w"], w["conv1_b"], 1), 0)
         h = h1 + np.maximum(_conv(h1, w["conv2_w"], w["conv2_b"], 2), 0)
         pooled = h.max(axis=0)
-        return h @ w["tag_w"].T + w["tag_b"], pooled @ w["cls_w"].T + w["cls_b"], pooled @ w["ends_w"].T + w["ends_b"]
+        return (_matmul(h, w["tag_w"].T) + w["tag_b"], w["cls_w"] @ pooled + w["cls_b"],
+                w["ends_w"] @ pooled + w["ends_b"])
 
     def read(self, text: str, subject: str = "") -> Statement:
         toks = tokens(text)
@@ -222,8 +223,8 @@ class StatementModel:
     def readings(self, vectors: np.ndarray) -> list[Reading]:
         """The e5 head's reading of each statement's e5-small vector (rows of `vectors`)."""
         w, n = self.w, len(self.classes)
-        hidden = np.maximum(np.asarray(vectors, dtype=np.float32) @ w["head1_w"].T + w["head1_b"], 0)
-        logits = hidden @ w["head2_w"].T + w["head2_b"]
+        hidden = np.maximum(_matmul(np.asarray(vectors, dtype=np.float32), w["head1_w"].T) + w["head1_b"], 0)
+        logits = _matmul(hidden, w["head2_w"].T) + w["head2_b"]
         probs = 1 / (1 + np.exp(-logits[:, n:]))
         k = len(self.ends)
         return [Reading(self.classes[int(row[:n].argmax())],
@@ -249,7 +250,13 @@ def _conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, dilation: int) ->
     n = x.shape[0]
     cols = np.concatenate([padded[j * dilation: j * dilation + n] for j in range(k)], axis=1)  # [n, k*in]
     flat = weight.transpose(0, 2, 1).reshape(weight.shape[0], -1)  # [out, k*in], tap-major like cols
-    return cols @ flat.T + bias
+    return _matmul(cols, flat.T) + bias
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b without BLAS: these matrices are small, and OpenBLAS's threads wait for a busy core's
+    timeslice — 8 ms instead of 0.2 ms per statement on a loaded two-core machine (bench/RESULTS.md)."""
+    return np.einsum("ij,jk->ik", a, b)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
