@@ -216,7 +216,7 @@ class StatementModel:
         _close(slots, current, text)
         # The subject is never its own value: "Sam and Alex broke up" ends Sam, not Alex.
         slots = [s for s in slots if s.key not in {normalise(subject), "i", "me", "we", "我", "我们"}]
-        ends = tuple(e for e, p in zip(self.ends, 1 / (1 + np.exp(-ends_logits))) if p >= MIN_ENDS_PROBABILITY)
+        ends = tuple(e for e, p in zip(self.ends, _sigmoid(ends_logits)) if p >= MIN_ENDS_PROBABILITY)
         return Statement(self.classes[int(cls_logits.argmax())], tuple(slots), ends)
 
 
@@ -225,7 +225,7 @@ class StatementModel:
         w, n = self.w, len(self.classes)
         hidden = np.maximum(_matmul(np.asarray(vectors, dtype=np.float32), w["head1_w"].T) + w["head1_b"], 0)
         logits = _matmul(hidden, w["head2_w"].T) + w["head2_b"]
-        probs = 1 / (1 + np.exp(-logits[:, n:]))
+        probs = _sigmoid(logits[:, n:])
         k = len(self.ends)
         return [Reading(self.classes[int(row[:n].argmax())],
                         tuple(t for t, p in zip(self.ends, p_row[:k]) if p >= MIN_HEAD_PROBABILITY),
@@ -257,6 +257,10 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b without BLAS: these matrices are small, and OpenBLAS's threads wait for a busy core's
     timeslice — 8 ms instead of 0.2 ms per statement on a loaded two-core machine (bench/RESULTS.md)."""
     return np.einsum("ij,jk->ik", a, b)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-np.clip(z, -60, 60)))  # a logit of -100 overflows exp in float32
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
