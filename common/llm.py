@@ -154,7 +154,7 @@ def complete_json(
     """
     client = llm_client()
     if client is None:
-        raise LlmError("no LLM is configured (set OPENAI_BASE_URL or OPENAI_API_KEY)")
+        raise LlmError("no LLM is configured (set LOCI_LLM=1 and OPENAI_BASE_URL or OPENAI_API_KEY)")
     attempts = settings.LLM_MAX_RETRIES + 1 if max_attempts is None else max_attempts
     if attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {attempts}")

@@ -445,7 +445,13 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
-LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
+# LLM mode is chosen, never inferred: an OPENAI_API_KEY exported in a shell for another tool used to
+# move every extraction to a paid model (issue 37). LLM_DISABLED still turns a chosen mode off.
+LOCI_LLM = env_bool("LOCI_LLM", False)
+LLM_ENABLED = LOCI_LLM and not env_bool("LLM_DISABLED", False)
+if LLM_ENABLED and not (OPENAI_BASE_URL or OPENAI_API_KEY):
+    raise ImproperlyConfigured("LOCI_LLM is on but no endpoint is set: set OPENAI_BASE_URL (Ollama, vLLM, any "
+                               "OpenAI-compatible server) or OPENAI_API_KEY (OpenAI itself)")
 
 # Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
 # name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
