@@ -30,7 +30,7 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
-from common import llm_context, llm_scope
+from common import llm_context, llm_scope, llm_usage, metrics
 from common.backends import DEFAULT_ALIAS, llm_clients
 from common.llm_breaker import breaker_for, reset_breakers
 
@@ -193,13 +193,15 @@ def complete_json(
     model: str | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    step: str = "other",
 ) -> dict:
     """Ask the chat model for a JSON object and return it validated, or raise LlmError.
 
     `schema_check(obj)` rejects a reply by raising or returning False; a rejected or unparsable
     reply is retried with the model shown its mistake. `max_attempts` defaults to
-    LLM_MAX_RETRIES + 1; `max_tokens` to LLM_MAX_TOKENS. An open breaker or a scope's passed
-    deadline raises LlmError before anything is sent.
+    LLM_MAX_RETRIES + 1; `max_tokens` to LLM_MAX_TOKENS. `step` names the caller in the metrics and
+    the token ledger. An open breaker, a scope's passed deadline or a tenant's spent budget raises
+    LlmError before anything is sent.
     """
     client = llm_client()
     if client is None:
@@ -214,35 +216,19 @@ def complete_json(
     if temperature is not None:
         kwargs["temperature"] = temperature
     # What the prompt may take of the window: the rest is the reply's (max_tokens).
-    budget = max(256, settings.LLM_CONTEXT_TOKENS - kwargs["max_tokens"])
-    messages = llm_context.fit_messages(messages, budget)
+    window = max(256, settings.LLM_CONTEXT_TOKENS - kwargs["max_tokens"])
+    messages = llm_context.fit_messages(messages, window)
+    call = _Call(client, endpoint, breaker, step)
 
     conversation = list(messages)
     problem = ""
     for attempt in range(1, attempts + 1):
-        if not breaker.allow():
-            raise LlmError(f"the LLM endpoint {endpoint} is failing (circuit open for "
-                           f"{breaker.seconds_open():.0f}s after {breaker.threshold} failures): the rules answer")
-        timeout = _time_left(problem)
         error: Exception | None = None
         try:
-            text = _reply_text(_chat(client, endpoint, llm_context.fit_messages(conversation, budget),
-                                     timeout=timeout, **kwargs))
-        except _Overflow as exc:
-            breaker.succeeded()  # it answered; the prompt is what does not fit
-            raise LlmError(f"the prompt exceeds the model's context ({exc}); set LLM_CONTEXT_TOKENS to its "
-                           "window") from None
-        except openai.APIStatusError as exc:
-            if exc.status_code not in _TRANSIENT_STATUSES and exc.status_code < 500:
-                breaker.succeeded()
-                raise LlmError(f"the LLM server refused the request ({exc.status_code}): {exc.message}") from exc
-            error, problem = exc, f"HTTP {exc.status_code}"
-            _failed(breaker, endpoint)
-        except openai.APIConnectionError as exc:  # includes APITimeoutError
-            error, problem = exc, type(exc).__name__
-            _failed(breaker, endpoint)
+            text = _reply_text(call.send(llm_context.fit_messages(conversation, window), kwargs, problem))
+        except _Transient as exc:
+            error, problem = exc.__cause__, str(exc)
         else:
-            breaker.succeeded()
             try:
                 obj = parse_json_reply(text)
                 _validate(obj, schema_check)
@@ -258,21 +244,85 @@ def complete_json(
             delay = _backoff(attempt, error)
             left = llm_scope.seconds_left()
             if left is not None and left <= delay:
+                metrics.LLM_CALLS.labels(step, "deadline").inc()
                 raise LlmError(f"the LLM steps' deadline passed after {attempt} attempts: {problem}")
             logger.warning("LLM attempt %d/%d failed (%s); retrying in %.2fs", attempt, attempts, problem, delay)
             time.sleep(delay)
     raise LlmError(f"no usable JSON from the LLM after {attempts} attempts: {problem}")
 
 
-def _time_left(problem: str) -> float:
-    """This request's timeout: LLM_TIMEOUT, or less when the scope's deadline is nearer."""
-    left = llm_scope.seconds_left()
-    if left is not None and left <= 0:
-        raise LlmError(f"the LLM steps' deadline passed{f' ({problem})' if problem else ''}: the rules answer")
-    return float(settings.LLM_TIMEOUT) if left is None else min(float(settings.LLM_TIMEOUT), left)
+class _Transient(Exception):
+    """A request worth another attempt (timeout, unreachable, 408/409/429, 5xx); its cause is the error."""
 
 
-def _failed(breaker, endpoint: str) -> None:
-    if breaker.failed():
-        logger.warning("LLM endpoint %s failed %d times in a row: circuit open for %.0fs, the rules answer",
-                       endpoint, breaker.threshold, breaker.cooldown)
+class _Call:
+    """One step's requests to one endpoint: what may be sent, and what each cost and said."""
+
+    def __init__(self, client, endpoint: str, breaker, step: str):
+        self.client, self.endpoint, self.breaker, self.step = client, endpoint, breaker, step
+
+    def send(self, messages: list[dict], kwargs: dict, problem: str):
+        """The response, or LlmError (not worth retrying, or not sent at all), or _Transient."""
+        timeout = self._may_send(problem)
+        started = time.perf_counter()
+        try:
+            response = _chat(self.client, self.endpoint, messages, timeout=timeout, **kwargs)
+        except _Overflow as exc:
+            self._answered(started, error="overflow")  # the endpoint is up; the prompt does not fit
+            raise LlmError(f"the prompt exceeds the model's context ({exc}); set LLM_CONTEXT_TOKENS to its "
+                           "window") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code not in _TRANSIENT_STATUSES and exc.status_code < 500:
+                self._answered(started, error="http_4xx")
+                raise LlmError(f"the LLM server refused the request ({exc.status_code}): {exc.message}") from exc
+            self._failed(started, "http_429" if exc.status_code == 429 else "http_5xx")
+            raise _Transient(f"HTTP {exc.status_code}") from exc
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            self._failed(started, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection")
+            raise _Transient(type(exc).__name__) from exc
+        self._answered(started)
+        prompt_tokens, completion_tokens = llm_usage.tokens_of(response)
+        metrics.LLM_TOKENS.labels(self.step, "prompt").inc(prompt_tokens)
+        metrics.LLM_TOKENS.labels(self.step, "completion").inc(completion_tokens)
+        llm_usage.record(self.step, prompt_tokens, completion_tokens)
+        return response
+
+    def _may_send(self, problem: str) -> float:
+        """This request's timeout (LLM_TIMEOUT, or the scope's time left), or LlmError: not sent."""
+        left = llm_scope.seconds_left()
+        if left is not None and left <= 0:
+            self._skipped("deadline")
+            raise LlmError(f"the LLM steps' deadline passed{f' ({problem})' if problem else ''}: the rules answer")
+        over = llm_usage.spent_budget()
+        if over:
+            self._skipped("budget")
+            tenant_id = llm_scope.current().tenant_id
+            logger.warning("tenant %s has used its LLM token budget for today (%d of LLM_TOKEN_BUDGET %d): "
+                           "the %s step uses the rules", tenant_id, over[0], over[1], self.step)
+            raise LlmError(f"tenant {tenant_id}'s LLM token budget for today is spent ({over[0]} of {over[1]})")
+        # Last: a half-open breaker's one trial goes to a call that is then sent.
+        if not self.breaker.allow():
+            self._skipped("breaker_open")
+            raise LlmError(f"the LLM endpoint {self.endpoint} is failing (circuit open for "
+                           f"{self.breaker.seconds_open():.0f}s after {self.breaker.threshold} failures): the rules answer")
+        return float(settings.LLM_TIMEOUT) if left is None else min(float(settings.LLM_TIMEOUT), left)
+
+    def _skipped(self, outcome: str) -> None:
+        metrics.LLM_CALLS.labels(self.step, outcome).inc()
+
+    def _answered(self, started: float, *, error: str = "") -> None:
+        metrics.LLM_SECONDS.labels(self.step).observe(time.perf_counter() - started)
+        metrics.LLM_CALLS.labels(self.step, "error" if error else "ok").inc()
+        if error:
+            metrics.LLM_ERRORS.labels(self.step, error).inc()
+        self.breaker.succeeded()
+        metrics.LLM_BREAKER_OPEN.labels(self.endpoint).set(0)
+
+    def _failed(self, started: float, kind: str) -> None:
+        metrics.LLM_SECONDS.labels(self.step).observe(time.perf_counter() - started)
+        metrics.LLM_CALLS.labels(self.step, "error").inc()
+        metrics.LLM_ERRORS.labels(self.step, kind).inc()
+        if self.breaker.failed():
+            metrics.LLM_BREAKER_OPEN.labels(self.endpoint).set(1)
+            logger.warning("LLM endpoint %s failed %d times in a row: circuit open for %.0fs, the rules answer",
+                           self.endpoint, self.breaker.threshold, self.breaker.cooldown)

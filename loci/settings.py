@@ -457,6 +457,9 @@ LLM_BREAKER_COOLDOWN_SECONDS = env_float("LLM_BREAKER_COOLDOWN_SECONDS", 30.0, m
 # cases) and of one agentic search share one deadline; past it the rules (or what is found) answer.
 LLM_FLUSH_DEADLINE_SECONDS = env_float("LLM_FLUSH_DEADLINE_SECONDS", 60.0, minimum=0.0)
 LLM_SEARCH_DEADLINE_SECONDS = env_float("LLM_SEARCH_DEADLINE_SECONDS", 15.0, minimum=0.0)
+# Chat-model tokens (prompt and reply) one tenant may use per day (UTC); past it the rules answer
+# and the refusal is logged. 0: no limit. Counted in tenants.LlmUsage per tenant, day and step.
+LLM_TOKEN_BUDGET = env_int("LLM_TOKEN_BUDGET", 0, minimum=0)
 # LLM mode is chosen, never inferred: an OPENAI_API_KEY exported in a shell for another tool used to
 # move every extraction to a paid model (issue 37). LLM_DISABLED still turns a chosen mode off.
 LOCI_LLM = env_bool("LOCI_LLM", False)

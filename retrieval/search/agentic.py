@@ -52,6 +52,7 @@ def _agentic_search(run) -> tuple[dict, list[str]]:
         verdict = complete_json(
             [{"role": "user", "content": SUFFICIENCY_PROMPT.format(query=run.req.query, memories=listing)}],
             schema_check=_check,
+            step="sufficiency",
         )
     except LlmError as exc:
         log.warning("agentic sufficiency check failed: %s", exc)
