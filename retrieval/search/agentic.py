@@ -8,6 +8,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
+from django.db import connections
 
 from common.llm_scope import llm_scope, seconds_left
 from retrieval.reranking import rerank_items
@@ -65,7 +66,7 @@ def _agentic_search(run) -> tuple[dict, list[str]]:
     if not queries:
         return first, []
     pool = ThreadPoolExecutor(max_workers=len(queries))
-    futures = [pool.submit(run.with_query(q).hybrid) for q in queries]
+    futures = [pool.submit(_round_two, run, q) for q in queries]
     left = seconds_left()
     done, late = wait(futures, timeout=None if left is None else max(0.0, left))
     # Not waiting for the late ones: their engine calls have deadlines of their own and end by themselves.
@@ -77,6 +78,15 @@ def _agentic_search(run) -> tuple[dict, list[str]]:
         return merged, [f"{len(late)} of {len(queries)} complementary queries missed the search's deadline "
                         "(LLM_SEARCH_DEADLINE_SECONDS): answered with what was found in time."]
     return merged, []
+
+
+def _round_two(run, query: str) -> dict:
+    try:
+        return run.with_query(query).hybrid()
+    finally:
+        # Django closes the request thread's connections at the end of a request; a pool thread's
+        # own (hybrid hydrates its items through the ORM) would stay open until garbage collected.
+        connections.close_all()
 
 
 def _merge(responses: list[dict]) -> dict:
