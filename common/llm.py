@@ -5,6 +5,12 @@ parses it even when wrapped in ```json fences or preceded by a <think> block, va
 caller's check, and retries malformed replies, timeouts, 429 and 5xx with exponential backoff.
 The `openai` client's own retries are off (`max_retries=0`) so this loop is the only one.
 
+Every call is bounded (issue 37): it goes through the endpoint's circuit breaker (llm_breaker), gets
+at most the time left in its unit of work (llm_scope: a flush, an agentic search), carries
+`max_tokens`, and has its prompt cut to the model's window (llm_context). A 400 that names the
+context length is an overflow, not a rejected JSON mode; one naming temperature is retried once
+without it, and the endpoint is remembered as taking none.
+
 The client contract (the BACKEND of a LOCI_LLM_CLIENTS alias, called with its OPTIONS): it returns
 an `openai.OpenAI`-compatible client (`chat.completions.create(messages=..., model=..., **kw)`
 answering an object with `.choices[0].message.content`, raising openai.APIStatusError with
@@ -24,7 +30,9 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
+from common import llm_context, llm_scope, llm_usage, metrics
 from common.backends import DEFAULT_ALIAS, llm_clients
+from common.llm_breaker import breaker_for, reset_breakers
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +48,19 @@ _ECHO_CHARS = 2000
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the openai client goes without a base URL
+
 _lock = threading.Lock()
-_plain_only: set[tuple] = set()  # client keys whose server rejected response_format
+_plain_only: set[str] = set()  # endpoints whose server rejected response_format
+_no_temperature: set[tuple[str, str]] = set()  # (endpoint, model) that refused a temperature
 
 
 class LlmError(Exception):
     """The chat model gave no usable answer within the allowed attempts (or refused the request)."""
+
+
+class _Overflow(Exception):
+    """The server said the prompt and max_tokens exceed the model's context."""
 
 
 def _client_key() -> tuple:
@@ -68,10 +83,18 @@ def llm_client(alias: str = DEFAULT_ALIAS) -> openai.OpenAI | None:
     return llm_clients.get(alias)
 
 
+def endpoint_of(client) -> str:
+    """The URL a client sends to: what the breaker and the remembered refusals are kept by."""
+    url = getattr(client, "base_url", None)
+    return str(url).rstrip("/") if url else (settings.OPENAI_BASE_URL or OPENAI_DEFAULT_URL)
+
+
 def reset_llm_client() -> None:
     llm_clients.reset()
+    reset_breakers()
     with _lock:
         _plain_only.clear()
+        _no_temperature.clear()
 
 
 def parse_json_reply(text: str | None) -> dict:
@@ -111,19 +134,44 @@ def _reply_text(response) -> str | None:
     return response.choices[0].message.content
 
 
-def _chat(client: openai.OpenAI, messages: list[dict], **kwargs) -> str | None:
-    key = _client_key()
-    if key not in _plain_only:
+def _chat(client: openai.OpenAI, endpoint: str, messages: list[dict], **kwargs):
+    """One request (and at most one resend per refused option): the response."""
+    json_mode = endpoint not in _plain_only
+    if (endpoint, kwargs["model"]) in _no_temperature:
+        kwargs.pop("temperature", None)
+    while True:
+        extra = {"response_format": {"type": "json_object"}} if json_mode else {}
         try:
-            return _reply_text(client.chat.completions.create(messages=messages, response_format={"type": "json_object"}, **kwargs))
+            response = client.chat.completions.create(messages=messages, **extra, **kwargs)
         except openai.APIStatusError as exc:
             if exc.status_code not in _JSON_MODE_REJECTED:
                 raise
+            said = _said(exc)
+            if llm_context.is_overflow(said):  # before JSON mode: the same 400, and resending cannot help
+                raise _Overflow(said) from exc
+            if "temperature" in kwargs and "temperature" in said.lower():
+                logger.info("LLM %s refused temperature for %s (%s); sending none from now on",
+                            endpoint, kwargs["model"], exc.status_code)
+                kwargs.pop("temperature")
+                with _lock:
+                    _no_temperature.add((endpoint, kwargs["model"]))
+                continue
+            if not json_mode:
+                raise
             logger.info("LLM server rejected response_format (%s); retrying as a plain prompt", exc.status_code)
-        text = _reply_text(client.chat.completions.create(messages=messages, **kwargs))
-        _plain_only.add(key)  # remembered only once a plain request has worked
-        return text
-    return _reply_text(client.chat.completions.create(messages=messages, **kwargs))
+            json_mode = False
+            continue
+        if not extra and endpoint not in _plain_only:
+            with _lock:
+                _plain_only.add(endpoint)  # remembered only once a plain request has worked
+        return response
+
+
+def _said(exc: openai.APIStatusError) -> str:
+    """A refusal's message and error code (OpenAI puts "context_length_exceeded" in the code)."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    return " ".join(str(part) for part in (exc.message, error.get("code") or "", error.get("param") or ""))
 
 
 def _backoff(attempt: int, exc: Exception | None) -> float:
@@ -145,37 +193,41 @@ def complete_json(
     model: str | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    step: str = "other",
 ) -> dict:
     """Ask the chat model for a JSON object and return it validated, or raise LlmError.
 
     `schema_check(obj)` rejects a reply by raising or returning False; a rejected or unparsable
     reply is retried with the model shown its mistake. `max_attempts` defaults to
-    LLM_MAX_RETRIES + 1.
+    LLM_MAX_RETRIES + 1; `max_tokens` to LLM_MAX_TOKENS. `step` names the caller in the metrics and
+    the token ledger. An open breaker, a scope's passed deadline or a tenant's spent budget raises
+    LlmError before anything is sent.
     """
     client = llm_client()
     if client is None:
-        raise LlmError("no LLM is configured (set OPENAI_BASE_URL or OPENAI_API_KEY)")
+        raise LlmError("no LLM is configured (set LOCI_LLM=1 and OPENAI_BASE_URL or OPENAI_API_KEY)")
     attempts = settings.LLM_MAX_RETRIES + 1 if max_attempts is None else max_attempts
     if attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {attempts}")
-    kwargs = {"model": model or settings.LLM_MODEL}
+    endpoint = endpoint_of(client)
+    breaker = breaker_for(endpoint, failures=settings.LLM_BREAKER_FAILURES,
+                          cooldown=settings.LLM_BREAKER_COOLDOWN_SECONDS)
+    kwargs = {"model": model or settings.LLM_MODEL, "max_tokens": max_tokens or settings.LLM_MAX_TOKENS}
     if temperature is not None:
         kwargs["temperature"] = temperature
-    if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
+    # What the prompt may take of the window: the rest is the reply's (max_tokens).
+    window = max(256, settings.LLM_CONTEXT_TOKENS - kwargs["max_tokens"])
+    messages = llm_context.fit_messages(messages, window)
+    call = _Call(client, endpoint, breaker, step)
 
     conversation = list(messages)
     problem = ""
     for attempt in range(1, attempts + 1):
         error: Exception | None = None
         try:
-            text = _chat(client, conversation, **kwargs)
-        except openai.APIStatusError as exc:
-            if exc.status_code not in _TRANSIENT_STATUSES and exc.status_code < 500:
-                raise LlmError(f"the LLM server refused the request ({exc.status_code}): {exc.message}") from exc
-            error, problem = exc, f"HTTP {exc.status_code}"
-        except openai.APIConnectionError as exc:  # includes APITimeoutError
-            error, problem = exc, type(exc).__name__
+            text = _reply_text(call.send(llm_context.fit_messages(conversation, window), kwargs, problem))
+        except _Transient as exc:
+            error, problem = exc.__cause__, str(exc)
         else:
             try:
                 obj = parse_json_reply(text)
@@ -190,6 +242,87 @@ def complete_json(
                 ]
         if attempt < attempts:
             delay = _backoff(attempt, error)
+            left = llm_scope.seconds_left()
+            if left is not None and left <= delay:
+                metrics.LLM_CALLS.labels(step, "deadline").inc()
+                raise LlmError(f"the LLM steps' deadline passed after {attempt} attempts: {problem}")
             logger.warning("LLM attempt %d/%d failed (%s); retrying in %.2fs", attempt, attempts, problem, delay)
             time.sleep(delay)
     raise LlmError(f"no usable JSON from the LLM after {attempts} attempts: {problem}")
+
+
+class _Transient(Exception):
+    """A request worth another attempt (timeout, unreachable, 408/409/429, 5xx); its cause is the error."""
+
+
+class _Call:
+    """One step's requests to one endpoint: what may be sent, and what each cost and said."""
+
+    def __init__(self, client, endpoint: str, breaker, step: str):
+        self.client, self.endpoint, self.breaker, self.step = client, endpoint, breaker, step
+
+    def send(self, messages: list[dict], kwargs: dict, problem: str):
+        """The response, or LlmError (not worth retrying, or not sent at all), or _Transient."""
+        timeout = self._may_send(problem)
+        started = time.perf_counter()
+        try:
+            response = _chat(self.client, self.endpoint, messages, timeout=timeout, **kwargs)
+        except _Overflow as exc:
+            self._answered(started, error="overflow")  # the endpoint is up; the prompt does not fit
+            raise LlmError(f"the prompt exceeds the model's context ({exc}); set LLM_CONTEXT_TOKENS to its "
+                           "window") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code not in _TRANSIENT_STATUSES and exc.status_code < 500:
+                self._answered(started, error="http_4xx")
+                raise LlmError(f"the LLM server refused the request ({exc.status_code}): {exc.message}") from exc
+            self._failed(started, "http_429" if exc.status_code == 429 else "http_5xx")
+            raise _Transient(f"HTTP {exc.status_code}") from exc
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            self._failed(started, "timeout" if isinstance(exc, openai.APITimeoutError) else "connection")
+            raise _Transient(type(exc).__name__) from exc
+        self._answered(started)
+        prompt_tokens, completion_tokens = llm_usage.tokens_of(response)
+        metrics.LLM_TOKENS.labels(self.step, "prompt").inc(prompt_tokens)
+        metrics.LLM_TOKENS.labels(self.step, "completion").inc(completion_tokens)
+        llm_usage.record(self.step, prompt_tokens, completion_tokens)
+        return response
+
+    def _may_send(self, problem: str) -> float:
+        """This request's timeout (LLM_TIMEOUT, or the scope's time left), or LlmError: not sent."""
+        left = llm_scope.seconds_left()
+        if left is not None and left <= 0:
+            self._skipped("deadline")
+            raise LlmError(f"the LLM steps' deadline passed{f' ({problem})' if problem else ''}: the rules answer")
+        over = llm_usage.spent_budget()
+        if over:
+            self._skipped("budget")
+            tenant_id = llm_scope.current().tenant_id
+            logger.warning("tenant %s has used its LLM token budget for today (%d of LLM_TOKEN_BUDGET %d): "
+                           "the %s step uses the rules", tenant_id, over[0], over[1], self.step)
+            raise LlmError(f"tenant {tenant_id}'s LLM token budget for today is spent ({over[0]} of {over[1]})")
+        # Last: a half-open breaker's one trial goes to a call that is then sent.
+        if not self.breaker.allow():
+            self._skipped("breaker_open")
+            raise LlmError(f"the LLM endpoint {self.endpoint} is failing (circuit open for "
+                           f"{self.breaker.seconds_open():.0f}s after {self.breaker.threshold} failures): the rules answer")
+        return float(settings.LLM_TIMEOUT) if left is None else min(float(settings.LLM_TIMEOUT), left)
+
+    def _skipped(self, outcome: str) -> None:
+        metrics.LLM_CALLS.labels(self.step, outcome).inc()
+
+    def _answered(self, started: float, *, error: str = "") -> None:
+        metrics.LLM_SECONDS.labels(self.step).observe(time.perf_counter() - started)
+        metrics.LLM_CALLS.labels(self.step, "error" if error else "ok").inc()
+        if error:
+            metrics.LLM_ERRORS.labels(self.step, error).inc()
+        self.breaker.succeeded()
+        metrics.LLM_BREAKER_OPEN.labels(self.endpoint).set(0)
+
+    def _failed(self, started: float, kind: str) -> None:
+        metrics.LLM_SECONDS.labels(self.step).observe(time.perf_counter() - started)
+        metrics.LLM_CALLS.labels(self.step, "error").inc()
+        metrics.LLM_ERRORS.labels(self.step, kind).inc()
+        if self.breaker.failed():
+            metrics.LLM_BREAKER_OPEN.labels(self.endpoint).set(1)
+            logger.warning("LLM endpoint %s failed %d times in a row: circuit open for %.0fs, the rules answer",
+                           self.endpoint, self.breaker.threshold, self.breaker.cooldown)

@@ -8,7 +8,7 @@ rows) is read from the database and the indexes at scrape time instead: it is th
 process answers, and a dead process cannot leave a stale gauge behind.
 
 Hooks, one line each: `timed_step` (ingest/tasks.py), `timed_search` (retrieval/search),
-`metered_embedder` (retrieval/embeddings).
+`metered_embedder` (retrieval/embeddings); the LLM series are written by common/llm.py.
 """
 
 import functools
@@ -19,7 +19,8 @@ import time
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest,
+                               values)
 from prometheus_client.multiprocess import MultiProcessCollector
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,25 @@ EMBEDDING_SECONDS = Counter(
     "loci_embedding_seconds", "Seconds the embedding model spent; texts / seconds is its throughput.",
     ["embedder", "kind"],
 )
+# LLM steps: a request is a few hundred ms (a small local model) to LLM_TIMEOUT (60 s by default).
+_LLM_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
+LLM_CALLS = Counter(
+    "loci_llm_calls", "Chat-model calls by step and outcome: ok (an answer, usable or not), error (a failed or "
+    "refused request), breaker_open, deadline, budget (not sent: the rules answered).", ["step", "outcome"],
+)
+LLM_ERRORS = Counter(
+    "loci_llm_errors", "Failed chat-model requests by kind: timeout, connection, http_429, http_5xx, http_4xx, "
+    "overflow (the prompt exceeds the model's context).", ["step", "kind"],
+)
+LLM_SECONDS = Histogram(
+    "loci_llm_call_duration_seconds", "Time one chat-model request took, failed ones included.", ["step"],
+    buckets=_LLM_BUCKETS,
+)
+LLM_TOKENS = Counter("loci_llm_tokens", "Tokens the chat model reported (usage), by step: prompt or completion.",
+                     ["step", "kind"])
+# Per process (each learns on its own); the most recent change across processes is what a scrape shows.
+LLM_BREAKER_OPEN = Gauge("loci_llm_breaker_open", "1 while the endpoint's circuit breaker is open (until a trial "
+                         "call succeeds), 0 once closed.", ["endpoint"], multiprocess_mode="mostrecent")
 
 
 # --- Hooks ---------------------------------------------------------------------------------------

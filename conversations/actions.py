@@ -13,9 +13,11 @@ import json
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.llm_scope import llm_scope
 from entities.actions import link_memories
 from conversations.agent_cases import agent_case_memories, is_tool_message
 from conversations.agent_cases_llm import plan_case
@@ -140,11 +142,20 @@ def flush_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: 
 
 
 def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, final: bool) -> ExtractionCounts:
-    """Cut the session's pending turns into MemCells and extract every complete one."""
+    """Cut the session's pending turns into MemCells and extract every complete one.
+
+    Its LLM steps, every MemCell's together, share LLM_FLUSH_DEADLINE_SECONDS; past it the rules."""
     pending = list(pending_messages(kb, user_id, session_id).order_by("timestamp", "id"))
     counts = ExtractionCounts()
     if not pending:
         return counts
+    with llm_scope(seconds=settings.LLM_FLUSH_DEADLINE_SECONDS, tenant_id=kb.tenant_id):
+        _extract_streams(scope, kb, pending, final=final, counts=counts)
+    return counts
+
+
+def _extract_streams(scope: Scope, kb: KnowledgeBase, pending: list[Message], *, final: bool,
+                     counts: ExtractionCounts) -> None:
     # Turns posted under different scopes (agent, group, run) or metadata are MemCells of their own:
     # a memory carries one scope, and an agent's turns never become another scope's memory.
     streams: dict[tuple, list[Message]] = {}
@@ -157,7 +168,6 @@ def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id
         recent = Recent()
         for segment in cut.segments:
             extract_segment(scope, kb, [by_id[t.message_id] for t in segment], counts=counts, recent=recent)
-    return counts
 
 
 def message_scope(m: Message) -> tuple:

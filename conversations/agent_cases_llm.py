@@ -91,7 +91,7 @@ def llm_case(messages: list[Message], rules: Case) -> Case | None:
     from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
     try:
-        reply = complete_json(case_prompt(messages), schema_check=check_case_reply)
+        reply = complete_json(case_prompt(messages), schema_check=check_case_reply, step="agent_case")
     except LlmError as exc:
         log.warning("LLM agent case failed, this MemCell's case comes from the rules: %s", exc)
         return None

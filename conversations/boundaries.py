@@ -187,7 +187,7 @@ class LlmBoundaryDetector:
         ]
         try:
             reply = complete_json(messages, schema_check=lambda obj: check_reply(obj, len(turns)),
-                                  max_attempts=self.attempts, temperature=0.0)
+                                  max_attempts=self.attempts, temperature=0.0, step="boundaries")
         except LlmError as exc:
             log.warning("LLM boundary detection failed, using the deterministic detector: %s", exc)
             decision = self.fallback.detect(turns)

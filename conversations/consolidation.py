@@ -223,7 +223,8 @@ def _llm_supersedes(texts, plans: list[FactPlan], similar_for: dict[int, list[Me
             if item["new"] not in numbered or any(k not in letters for k in item["old"]):
                 raise ValueError("a reply names a fact that was not listed")
 
-    reply = complete_json([{"role": "user", "content": prompt}], schema_check=check, temperature=0.0)
+    reply = complete_json([{"role": "user", "content": prompt}], schema_check=check, temperature=0.0,
+                          step="supersede")
     for item in reply["superseded"]:
         numbered[item["new"]].supersedes = [letters[k] for k in dict.fromkeys(item["old"])]
 

@@ -84,7 +84,8 @@ def llm_profile_items(facts: list[tuple[str, str]], current: list[dict]) -> list
     if not facts:
         return []
     try:
-        reply = complete_json(profile_prompt(facts, current), schema_check=check_profile_reply)
+        reply = complete_json(profile_prompt(facts, current), schema_check=check_profile_reply,
+                              step="profiles")
     except LlmError as exc:
         log.warning("LLM profile failed, this flush's profile items come from the rules: %s", exc)
         return None

@@ -282,7 +282,7 @@ def llm_foresight(passages: list[Passage]) -> list[ForesightItem] | None:
     messages = [{"role": "system", "content": FORESIGHT_PROMPT},
                 {"role": "user", "content": "\n".join(passage_line(i, p) for i, p in enumerate(usable, start=1))}]
     try:
-        reply = complete_json(messages, schema_check=check_foresight_reply)
+        reply = complete_json(messages, schema_check=check_foresight_reply, step="foresight")
     except LlmError as exc:
         log.warning("LLM foresight failed, keeping the deterministic items of this MemCell: %s", exc)
         return None

@@ -48,7 +48,7 @@ class LlmExtractor:
         if not passages:
             return self._fallback(unit, "the unit has no text")
         try:
-            reply = complete_json(extraction_messages(unit, passages), schema_check=check_reply)
+            reply = complete_json(extraction_messages(unit, passages), schema_check=check_reply, step="extraction")
         except LlmError as exc:
             logger.warning("LLM extraction failed, using the deterministic extractor for this unit: %s", exc)
             return self._fallback(unit, f"LLM extraction failed: {exc}")

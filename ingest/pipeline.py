@@ -5,6 +5,7 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
+from common.llm_scope import llm_scope
 from entities.actions import link_memories
 from ingest.chunking import chunk_document
 from ingest.document_history import previous_memories, record_extraction
@@ -112,7 +113,8 @@ def extract_memories(document: Document) -> tuple[int, int]:
             language=language,
             context={"document": document.filename, "section_path": parent.section_path},
         )
-        episode = engine.extract(unit)
+        with llm_scope(tenant_id=document.kb.tenant_id):  # the model's tokens count to the document's tenant
+            episode = engine.extract(unit)
         modes.add(getattr(episode, "mode", engine.mode))
         results.append((parent, children, episode))
         if i % 10 == 0:

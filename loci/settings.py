@@ -445,7 +445,28 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
 LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
-LLM_ENABLED = bool(OPENAI_BASE_URL or OPENAI_API_KEY) and not env_bool("LLM_DISABLED", False)
+# The reply's cap on every call, and the model's window: a prompt is cut to the window less this.
+# 32k: most hosted and vLLM models take more; set it to a local model's (Ollama: its num_ctx).
+LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 2048, minimum=16)
+LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 32768, minimum=512)
+# The breaker per endpoint (common/llm_breaker.py): open after this many failed calls in a row, one
+# trial call after the cool-down (the embedder's failover waits 30 s too).
+LLM_BREAKER_FAILURES = env_int("LLM_BREAKER_FAILURES", 3, minimum=1)
+LLM_BREAKER_COOLDOWN_SECONDS = env_float("LLM_BREAKER_COOLDOWN_SECONDS", 30.0, minimum=0.0)
+# All the LLM steps of one flush (boundaries, extraction, supersede, profiles, foresight, agent
+# cases) and of one agentic search share one deadline; past it the rules (or what is found) answer.
+LLM_FLUSH_DEADLINE_SECONDS = env_float("LLM_FLUSH_DEADLINE_SECONDS", 60.0, minimum=0.0)
+LLM_SEARCH_DEADLINE_SECONDS = env_float("LLM_SEARCH_DEADLINE_SECONDS", 15.0, minimum=0.0)
+# Chat-model tokens (prompt and reply) one tenant may use per day (UTC); past it the rules answer
+# and the refusal is logged. 0: no limit. Counted in tenants.LlmUsage per tenant, day and step.
+LLM_TOKEN_BUDGET = env_int("LLM_TOKEN_BUDGET", 0, minimum=0)
+# LLM mode is chosen, never inferred: an OPENAI_API_KEY exported in a shell for another tool used to
+# move every extraction to a paid model (issue 37). LLM_DISABLED still turns a chosen mode off.
+LOCI_LLM = env_bool("LOCI_LLM", False)
+LLM_ENABLED = LOCI_LLM and not env_bool("LLM_DISABLED", False)
+if LLM_ENABLED and not (OPENAI_BASE_URL or OPENAI_API_KEY):
+    raise ImproperlyConfigured("LOCI_LLM is on but no endpoint is set: set OPENAI_BASE_URL (Ollama, vLLM, any "
+                               "OpenAI-compatible server) or OPENAI_API_KEY (OpenAI itself)")
 
 # Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
 # name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa

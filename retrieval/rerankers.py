@@ -141,6 +141,7 @@ class LlmJudgeReranker:
                     [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": prompt}],
                     schema_check=check,
                     max_attempts=self.max_attempts,
+                    step="rerank",
                 )
             except LlmError as exc:
                 raise RerankError(f"the LLM judge failed: {exc}") from exc

@@ -8,7 +8,10 @@ log = logging.getLogger(__name__)
 
 
 def rerank_items(query: str, items: list[dict], *, enabled: bool | None = None) -> list[dict]:
-    """Reorder items by the configured reranker's scores, dropping those under RERANK_MIN_SCORE."""
+    """Reordered copies of items, scored by the configured reranker, those under RERANK_MIN_SCORE dropped.
+
+    Copies: the caller's items keep their own scores (agentic merges round 1's with round 2's hybrid
+    scores; a reranker's, on another scale, would win every comparison)."""
     from retrieval.rerankers import reranker
 
     model = reranker()
@@ -20,8 +23,7 @@ def rerank_items(query: str, items: list[dict], *, enabled: bool | None = None) 
     except Exception as exc:  # a reranker outage degrades ranking, it must not fail the search
         log.warning("reranking failed, keeping fused order: %s", exc)
         return items
-    for item, score in zip(items, scores):
-        item["scores"]["rerank"] = round(float(score), 6)
-        item["score"] = round(float(score), 6)
-    kept = [it for it in items if it["scores"]["rerank"] >= settings.RERANK_MIN_SCORE]
+    rescored = [{**item, "score": round(float(score), 6), "scores": {**item["scores"], "rerank": round(float(score), 6)}}
+                for item, score in zip(items, scores)]
+    kept = [it for it in rescored if it["scores"]["rerank"] >= settings.RERANK_MIN_SCORE]
     return sorted(kept, key=lambda it: it["score"], reverse=True)

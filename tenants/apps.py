@@ -10,5 +10,9 @@ class TenantsConfig(AppConfig):
 
         from tenants import schema  # noqa: F401  registers the OpenAPI auth extension
         from tenants import sign_in  # registers the failed sign-in counter
+        from common import llm_usage
+        from tenants import llm_usage as ledger
+
+        llm_usage.register_ledger(ledger)  # the chat model's tokens are counted per tenant in LlmUsage
 
         admin.site.login_form = sign_in.AdminSignInForm

@@ -141,3 +141,21 @@ class ApiKey(models.Model):
         if self.last_used_at is None or (now - self.last_used_at).total_seconds() > 60:
             ApiKey.objects.filter(pk=self.pk).update(last_used_at=now)
             self.last_used_at = now
+
+
+class LlmUsage(models.Model):
+    """A tenant's chat-model tokens of one day (UTC) and one step: what LLM_TOKEN_BUDGET is checked
+    against, and what an operator bills or watches (written by tenants/llm_usage.py)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="llm_usage")
+    day = models.DateField()
+    step = models.CharField(max_length=40)  # boundaries, extraction, supersede, profiles, sufficiency…
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "day", "step"], name="llm_usage_once_per_step")]
+
+    def __str__(self):
+        return f"{self.tenant_id} {self.day} {self.step}: {self.prompt_tokens}+{self.completion_tokens}"

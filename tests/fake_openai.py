@@ -209,6 +209,9 @@ def fake_openai(settings):
     settings.LLM_TIMEOUT = 5.0
     settings.LLM_MAX_RETRIES = 2
     settings.LLM_BACKOFF_SECONDS = 0.01
+    # Unscripted chat calls answer 500 on purpose, so many tests fail every step of a flush in turn;
+    # the breaker is off here unless a test sets its own threshold (tests/test_llm_limits.py).
+    settings.LLM_BREAKER_FAILURES = 1_000_000
     settings.EMBEDDING_BASE_URL = server.base_url
     settings.EMBEDDING_API_KEY = "embed-key"
     settings.EMBEDDING_MODEL = "fake-embed"

@@ -84,7 +84,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         notes = []
         if req.method == "agentic":
             response, notes = agentic_search(run)
-            method_used = "agentic" if not notes else "hybrid"
+            # Agentic once the model's verdict is in, even when round 2 missed the deadline (a note says so).
+            method_used = "agentic" if "agentic" in response else "hybrid"
         else:
             response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):

@@ -1,9 +1,16 @@
-"""Agentic search: hybrid, an LLM sufficiency check, complementary queries, merge, rerank."""
+"""Agentic search: hybrid, an LLM sufficiency check, complementary queries, merge, rerank.
+
+One deadline (LLM_SEARCH_DEADLINE_SECONDS) covers the whole search: the sufficiency check gets the
+time left, and round 2 answers with the queries that finished in time (hybrid's alone if none did).
+"""
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
+from django.conf import settings
+from django.db import connections
 
+from common.llm_scope import llm_scope, seconds_left
 from retrieval.reranking import rerank_items
 
 log = logging.getLogger(__name__)
@@ -29,6 +36,11 @@ def _check(payload):
 
 def agentic_search(run) -> tuple[dict, list[str]]:
     """Returns (response, notes); with no LLM, or when it fails, the answer is hybrid's and a note says so."""
+    with llm_scope(seconds=settings.LLM_SEARCH_DEADLINE_SECONDS, tenant_id=run.scope.tenant.pk):
+        return _agentic_search(run)
+
+
+def _agentic_search(run) -> tuple[dict, list[str]]:
     from common.llm import LlmError, complete_json, llm_client
 
     first = run.hybrid()
@@ -41,6 +53,7 @@ def agentic_search(run) -> tuple[dict, list[str]]:
         verdict = complete_json(
             [{"role": "user", "content": SUFFICIENCY_PROMPT.format(query=run.req.query, memories=listing)}],
             schema_check=_check,
+            step="sufficiency",
         )
     except LlmError as exc:
         log.warning("agentic sufficiency check failed: %s", exc)
@@ -52,11 +65,28 @@ def agentic_search(run) -> tuple[dict, list[str]]:
     queries = [q.strip() for q in verdict.get("queries", []) if q.strip()][:3]
     if not queries:
         return first, []
-    with ThreadPoolExecutor(max_workers=len(queries)) as pool:
-        rounds = list(pool.map(lambda q: run.with_query(q).hybrid(), queries))
+    pool = ThreadPoolExecutor(max_workers=len(queries))
+    futures = [pool.submit(_round_two, run, q) for q in queries]
+    left = seconds_left()
+    done, late = wait(futures, timeout=None if left is None else max(0.0, left))
+    # Not waiting for the late ones: their engine calls have deadlines of their own and end by themselves.
+    pool.shutdown(wait=False, cancel_futures=True)
+    rounds = [f.result() for f in futures if f in done]
     merged = _merge([first, *rounds])
     merged["agentic"] = {**first["agentic"], "round": 2, "queries": queries}
+    if late:
+        return merged, [f"{len(late)} of {len(queries)} complementary queries missed the search's deadline "
+                        "(LLM_SEARCH_DEADLINE_SECONDS): answered with what was found in time."]
     return merged, []
+
+
+def _round_two(run, query: str) -> dict:
+    try:
+        return run.with_query(query).hybrid()
+    finally:
+        # Django closes the request thread's connections at the end of a request; a pool thread's
+        # own (hybrid hydrates its items through the ORM) would stay open until garbage collected.
+        connections.close_all()
 
 
 def _merge(responses: list[dict]) -> dict:

@@ -41,6 +41,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         self.stdout.write(f"Data: {settings.VAR_DIR} (LOCI_VAR_DIR)")
+        self.stdout.write(llm_line())
         holder = port_holder(opts["host"], opts["port"])
         if holder:  # a web server left running by an earlier `up` (killed with -9) would answer in ours' place
             raise CommandError(f"Port {opts['port']} on {opts['host']} is already in use by {holder}. "
@@ -104,6 +105,20 @@ class Command(BaseCommand):
                 last_written = time.monotonic()
                 if not proxy_warned:
                     proxy_warned = _warn_of_untrusted_proxy(self)
+
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the openai client goes without a base URL
+
+
+def llm_line() -> str:
+    """Which chat model and endpoint extraction and agentic search use, or why none: a paid model is
+    never a surprise, and a key set for another tool is seen to be ignored."""
+    if settings.LLM_ENABLED:
+        return f"LLM: {settings.LLM_MODEL} at {settings.OPENAI_BASE_URL or OPENAI_DEFAULT_URL} (LOCI_LLM)"
+    if settings.OPENAI_API_KEY or settings.OPENAI_BASE_URL:
+        return ("LLM: off (OPENAI_API_KEY or OPENAI_BASE_URL is set, but LOCI_LLM is not): "
+                "the rules extract and agentic search answers with hybrid")
+    return "LLM: off (set LOCI_LLM=1 and OPENAI_BASE_URL or OPENAI_API_KEY to use one)"
 
 
 def child_specs(host: str, port: int, *, workers: int) -> list[ChildSpec]:
