@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from datetime import date
 
+from entities import typing_model
 from entities.resolution import TITLES, entity_key
 
 MAX_NAME_WORDS = 5
@@ -157,6 +158,14 @@ def _given_names() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def _gazetteer() -> frozenset[str]:
     return frozenset(line for line in (_DATA / "places.txt").read_text().splitlines() if line)
+
+
+@lru_cache(maxsize=1)
+def name_lists() -> typing_model.Lists:
+    """The lists above, as the learned typer reads them."""
+    return typing_model.Lists(_given_names(), _gazetteer(), _PLACES, _ORG_WORDS, _PLACE_WORDS, _RANKS)
+
+
 _SINGLE_GIVEN = True
 _posseg = None
 _posseg_lock = threading.Lock()
@@ -169,14 +178,39 @@ class Found:
     value: str = ""  # dates and amounts
 
 
+@dataclass(frozen=True)
+class Span:
+    """A named mention where the text has it, typed by the rules: what the learned typer reads."""
+    found: Found
+    start: int
+    end: int
+    flag: str = ""  # jieba's part-of-speech flag (Chinese), "quote" for a title in quotes or 《》
+
+
+# Who decides a named mention's type: "rules" (the cues below) or "model" (entities/typing_model.py,
+# which reads the rules' type as one feature among the mention's words and context).
+TYPER = "rules"
+
+
 def find_mentions(text: str, known: frozenset[str] = frozenset()) -> list[Found]:
     """The entity mentions of one text. `known` holds the keys of names that count at a sentence's start too."""
-    found: list[Found] = []
-    if _CJK.search(text):
-        found += _chinese(text)
-    found += _english(text, known)
+    spans = mention_spans(text, known)
+    if TYPER == "model" and spans:
+        kinds = typing_model.retype(text, spans, name_lists())
+        found = [Found(s.found.surface, kind, s.found.value) for s, kind in zip(spans, kinds)]
+    else:
+        found = [s.found for s in spans]
     found += dates(text) + amounts(text)
     return list(dict.fromkeys(found))[:MAX_MENTIONS]
+
+
+def mention_spans(text: str, known: frozenset[str] = frozenset()) -> list["Span"]:
+    """The named mentions of one text with where they are and the rules' type (before any model)."""
+    spans: list[Span] = []
+    if _CJK.search(text):
+        spans += _chinese(text)
+    spans += _english(text, known)
+    return spans
 
 
 def mid_sentence_names(texts) -> set[str]:
@@ -189,10 +223,11 @@ def mid_sentence_names(texts) -> set[str]:
     return keys
 
 
-def _english(text: str, known: frozenset[str]) -> list[Found]:
+def _english(text: str, known: frozenset[str]) -> list[Span]:
     out = []
     for m in _QUOTED.finditer(text):  # "Nothing is Impossible", a title in quotes
-        out.append(Found(m.group(1).strip(" ,.!?"), "work"))
+        surface = m.group(1).strip(" ,.!?")
+        out.append(Span(Found(surface, "work"), m.start(1), m.start(1) + len(surface), "quote"))
     for m in _SPAN.finditer(text):
         surface = m.group(1)
         if not _plausible(surface):
@@ -206,7 +241,8 @@ def _english(text: str, known: frozenset[str]) -> list[Found]:
                 surface = surface.split(" ", 1)[1] if " " in surface else ""
                 if not surface or not _plausible(surface):
                     continue
-        out.append(Found(surface, _english_type(surface, before, text[m.end():m.end() + 40])))
+        start = m.end(1) - len(surface)
+        out.append(Span(Found(surface, _english_type(surface, before, text[m.end():m.end() + 40])), start, m.end(1)))
     return out
 
 
@@ -257,16 +293,20 @@ def _english_type(surface: str, before: str, after: str = "") -> str:
 _ZH_TITLE = re.compile(r"《([^《》]{1,40})》")
 
 
-def _chinese(text: str) -> list[Found]:
+def _chinese(text: str) -> list[Span]:
     # A title in 《》 is a work (a book, a film, a song), whatever the tagger makes of its words.
-    out = [Found(m.group(1), "work") for m in _ZH_TITLE.finditer(text)]
+    out = [Span(Found(m.group(1), "work"), m.start(1), m.end(1), "quote") for m in _ZH_TITLE.finditer(text)]
     text = _ZH_TITLE.sub(lambda m: "\u3000" * len(m.group(0)), text)
+    at = 0
     for word, flag in _pos_tagged(text):
+        start = text.find(word, at)
+        start = at if start < 0 else start
+        at = start + len(word)
         kind = _ZH_FLAGS.get(flag[:2])
         if kind in ("person", "work") and word in _gazetteer():
             kind = "place"  # a transliterated city tagged nr: 西雅图, 艾尔帕索
         if kind and len(word) >= 2 and _CJK.search(word):
-            out.append(Found(word, kind))
+            out.append(Span(Found(word, kind), start, at, flag))
     return out
 
 
