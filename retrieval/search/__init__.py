@@ -23,7 +23,7 @@ from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
 from retrieval.search import coverage, flat, hybrid, late_interaction, multilingual, paths, ranking
-from retrieval.search.agent_memory import agent_memory_items
+from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from retrieval.search.participants import prefer_participant
@@ -99,6 +99,8 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
         add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
         response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+        if every_agent(req):
+            notes = [*notes, EVERY_AGENT_NOTE]
     cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
