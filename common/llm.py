@@ -24,6 +24,7 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
+from common import tracing
 from common.backends import DEFAULT_ALIAS, llm_clients
 
 logger = logging.getLogger(__name__)
@@ -111,19 +112,26 @@ def _reply_text(response) -> str | None:
     return response.choices[0].message.content
 
 
+def _create(client: openai.OpenAI, messages: list[dict], **kwargs) -> str | None:
+    """One request to the chat model: one span (a refusal or a timeout is recorded on it)."""
+    with tracing.span("llm.chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": kwargs.get("model", ""),
+                                   "loci.llm.json_mode": "response_format" in kwargs}):
+        return _reply_text(client.chat.completions.create(messages=messages, **kwargs))
+
+
 def _chat(client: openai.OpenAI, messages: list[dict], **kwargs) -> str | None:
     key = _client_key()
     if key not in _plain_only:
         try:
-            return _reply_text(client.chat.completions.create(messages=messages, response_format={"type": "json_object"}, **kwargs))
+            return _create(client, messages, response_format={"type": "json_object"}, **kwargs)
         except openai.APIStatusError as exc:
             if exc.status_code not in _JSON_MODE_REJECTED:
                 raise
             logger.info("LLM server rejected response_format (%s); retrying as a plain prompt", exc.status_code)
-        text = _reply_text(client.chat.completions.create(messages=messages, **kwargs))
+        text = _create(client, messages, **kwargs)
         _plain_only.add(key)  # remembered only once a plain request has worked
         return text
-    return _reply_text(client.chat.completions.create(messages=messages, **kwargs))
+    return _create(client, messages, **kwargs)
 
 
 def _backoff(attempt: int, exc: Exception | None) -> float:
