@@ -45,8 +45,10 @@ demo: migrate
 	$(PY) manage.py bootstrap --tenant demo --kb docs --user $(DEMO_USER) --password $(DEMO_PASSWORD) --superuser $(SET_PASSWORD)
 	@echo "Sign in at the address printed below (admin: /admin/, API docs: /api/docs/, API keys: /keys/)"
 
+# up prints "Sign in as …" again with its address, last: bootstrap's line scrolls away above the workers'
+# banners. The password goes by the environment, which only this user may read, not the command line.
 run: demo
-	$(PY) manage.py up
+	DEMO_PASSWORD='$(DEMO_PASSWORD)' $(PY) manage.py up --sign-in-as $(DEMO_USER)
 
 # The suite in three worker processes (pytest-xdist; TEST_WORKERS=0 runs it in this one). Most of its
 # time is spent waiting on the processes and browsers it starts, so three overlap those waits on two

@@ -57,24 +57,24 @@ def _is_api(request) -> bool:
 def not_found(request, exception=None):
     if not _is_api(request):
         return defaults.page_not_found(request, exception)
-    return _json(404, "Not found: no API operation or object at this address.", {"path": request.path})
+    return api_error(404, "Not found: no API operation or object at this address.", {"path": request.path})
 
 
 def bad_request(request, exception=None):
     if not _is_api(request):
         return defaults.bad_request(request, exception)
     if isinstance(exception, RequestDataTooBig):
-        return _json(413, json_too_large_message(), None)
-    return _json(400, f"Bad request: {exception or 'the request could not be read'}.", None)
+        return api_error(413, json_too_large_message(), None)
+    return api_error(400, f"Bad request: {exception or 'the request could not be read'}.", None)
 
 
 def server_error(request):
     if not _is_api(request):
         return defaults.server_error(request)
-    return _json(500, "Internal error: the server failed on this request; it is in the server's log.", None)
+    return api_error(500, "Internal error: the server failed on this request; it is in the server's log.", None)
 
 
-def _json(status_code: int, error: str, detail):
+def api_error(status_code: int, error: str, detail):
     return JsonResponse({"error": error, "detail": detail}, status=status_code)
 
 

@@ -8,6 +8,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from common.api_errors import PayloadTooLarge, json_too_large_message
+from common.stored_text import unstorable
 
 # No API body nests deeper than a handful of levels (search filters: 3); 32 leaves room for client
 # metadata and stays far below the depth at which recursive code (json itself, rendering) overflows.
@@ -59,11 +60,6 @@ def _check(data) -> None:
 
 
 def _check_text(text: str) -> None:
-    if "\x00" in text:
-        # PostgreSQL text cannot hold NUL; refusing it here beats a 500 from the database.
-        raise ParseError("JSON strings must not contain NUL characters (\\u0000).")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        lone = "JSON strings must not contain lone surrogates (an unpaired \\ud800-\\udfff escape)."
-        raise ParseError(lone) from None
+    reason = unstorable(text)
+    if reason:
+        raise ParseError(f"JSON strings must not contain {reason}.")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
-from common import llm_context, llm_scope, llm_usage, metrics
+from common import llm_context, llm_scope, llm_usage, metrics, tracing
 from common.backends import DEFAULT_ALIAS, llm_clients
 from common.llm_breaker import breaker_for, reset_breakers
 
@@ -142,7 +142,9 @@ def _chat(client: openai.OpenAI, endpoint: str, messages: list[dict], **kwargs):
     while True:
         extra = {"response_format": {"type": "json_object"}} if json_mode else {}
         try:
-            response = client.chat.completions.create(messages=messages, **extra, **kwargs)
+            with tracing.span("llm.chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": kwargs["model"],
+                                           "loci.llm.json_mode": json_mode}):
+                response = client.chat.completions.create(messages=messages, **extra, **kwargs)
         except openai.APIStatusError as exc:
             if exc.status_code not in _JSON_MODE_REJECTED:
                 raise

@@ -50,8 +50,6 @@ MIN_FACT_TERMS = 1
 # 12-turn MemCells (boundaries.MAX_SEGMENT_MESSAGES) 400 keeps the whole MemCell
 # (see bench/RESULTS.md, "Design notes moved from code comments", EPISODE_WORDS).
 EPISODE_WORDS = 400
-# An edited memory is one statement or one episode narrative, not a document.
-MAX_MEMORY_CHARS = 20_000
 
 
 class ConversationError(ValueError):
@@ -368,8 +366,8 @@ def edit_memory(scope: Scope, memory: Memory, text: str) -> Memory:
     text = (text or "").strip()
     if not text:
         raise ConversationError("A memory's text cannot be empty; delete the memory instead.")
-    if len(text) > MAX_MEMORY_CHARS:
-        raise ConversationError(f"A memory's text is at most {MAX_MEMORY_CHARS} characters.")
+    if len(text) > Memory.MAX_TEXT_CHARS:
+        raise ConversationError(f"A memory's text is at most {Memory.MAX_TEXT_CHARS} characters.")
     if text == memory.text:
         return memory
     return update_memory_text(memory, text, actor=scope.actor, reason="edited through the API")

@@ -6,7 +6,7 @@ and re-embeds / re-indexes the memory on commit; this module validates what a ca
 
 from django.db import transaction
 
-from conversations.actions import MAX_MEMORY_CHARS, ConversationError
+from conversations.actions import ConversationError
 from memory.curation import set_memory_status, update_memory_text
 from memory.models import Memory, MemoryHistory
 from tenants.access import Scope
@@ -29,8 +29,8 @@ def patch_memory(scope: Scope, memory: Memory, *, text: str | None = None, statu
         text = text.strip()
         if not text:
             raise ConversationError("A memory's text cannot be empty; delete the memory instead.")
-        if len(text) > MAX_MEMORY_CHARS:
-            raise ConversationError(f"A memory's text is at most {MAX_MEMORY_CHARS} characters.")
+        if len(text) > Memory.MAX_TEXT_CHARS:
+            raise ConversationError(f"A memory's text is at most {Memory.MAX_TEXT_CHARS} characters.")
     if status is not None and status not in EDITABLE_STATUSES:
         raise ConversationError(f"'status' must be one of: {', '.join(EDITABLE_STATUSES)}.")
     with transaction.atomic():

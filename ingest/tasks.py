@@ -14,7 +14,7 @@ from ingest.engine_errors import outage_of
 from extraction.base import ExtractionError
 from ingest.lease import Heartbeat, heartbeat_interval
 from ingest.parsing.base import ParseError
-from common import metrics
+from common import metrics, tracing
 from memory import stage_times
 from memory.models import ClaimLost, Document, DocumentGone
 
@@ -40,9 +40,16 @@ class Stage:
 
 
 def _timed(stage_name: str, step: Callable) -> Callable:
-    """The step with its duration and failures in the metrics (GET /metrics)."""
-    return metrics.timed_step(stage_name, step, transient=lambda exc: outage_of(exc) is not None,
-                              timeout=SoftTimeLimitExceeded, lost=ClaimLost)
+    """The step with its duration and failures in the metrics (GET /metrics), and a span when tracing is on."""
+    timed = metrics.timed_step(stage_name, step, transient=lambda exc: outage_of(exc) is not None,
+                               timeout=SoftTimeLimitExceeded, lost=ClaimLost)
+
+    def traced(document):
+        with tracing.span(f"document.{stage_name}", {"loci.document.id": document.pk, "loci.kb.id": document.kb_id,
+                                                     "loci.document.type": document.detected_type}):
+            return timed(document)
+
+    return traced
 
 
 STAGES = {

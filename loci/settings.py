@@ -48,11 +48,13 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "loci.streaming.AsyncFileStreaming",  # outermost: it also streams WhiteNoise's static files under ASGI
+    "common.tracing.TracingMiddleware",  # a span per request when tracing is on (LOCI_OTLP_ENDPOINT)
     "django.middleware.security.SecurityMiddleware",
     "tenants.forwarded.UntrustedForwardingMiddleware",  # notices a proxy LOCI_TRUSTED_PROXIES does not name
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "common.stored_text.StoredTextQueryMiddleware",  # a NUL in an /api/ query parameter is a 400
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -592,6 +594,11 @@ LOCI_METRICS_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(LOCI_METRICS_DIR)
 # A Prometheus server sends it as `Authorization: Bearer …`; staff sessions need none.
 LOCI_METRICS_TOKEN = env_str("LOCI_METRICS_TOKEN")
+
+# --- Tracing (common/tracing.py): OpenTelemetry spans of requests, searches, documents and LLM calls,
+# sent to this OTLP/HTTP traces URL (e.g. http://localhost:4318/v1/traces). Empty: no tracing at all.
+LOCI_OTLP_ENDPOINT = env_str("LOCI_OTLP_ENDPOINT")
+LOCI_OTEL_SERVICE_NAME = env_str("LOCI_OTEL_SERVICE_NAME", "loci")
 
 LOGGING = {
     "version": 1,

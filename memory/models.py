@@ -312,6 +312,10 @@ class Memory(models.Model):
         DISABLED = "disabled"
         SUPERSEDED = "superseded"
 
+    # The most a memory's text may hold where it comes from outside (an edit, an import): one statement
+    # or one episode narrative, not a document.
+    MAX_TEXT_CHARS = 20_000
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memories")
     kb = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="memories")

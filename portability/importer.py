@@ -21,6 +21,9 @@ from retrieval.projection import reindex
 from tenants.models import KnowledgeBase, Tenant
 
 REMAP_NAMESPACE = uuid.UUID("9a1f3c2e-6b7d-4e0a-9c55-0d3e7f1b2a64")
+# The texts held to the REST API's limit for a memory's text: a record past it would be committed and
+# then embedded and indexed whole (one of 60,000,000 characters ran the index rebuild out of memory).
+TEXT_FIELDS = {"memory": ("text",), "history": ("old_text", "new_text")}
 
 
 class ImportFailed(ValueError):
@@ -30,16 +33,41 @@ class ImportFailed(ValueError):
 def import_lines(lines: Iterable[str], tenant: Tenant, *, remap_ids: bool = False, into_kb: KnowledgeBase | None = None,
                  build_indexes: bool = True) -> dict:
     """Import an export's lines into `tenant` (into one KB when `into_kb`); returns what was created and skipped."""
-    importer = _Importer(tenant, remap_ids=remap_ids, into_kb=into_kb)
     with transaction.atomic():
+        importer = _read(lines, _Importer(tenant, remap_ids=remap_ids, into_kb=into_kb))
+    return _indexed(importer, build_indexes)
+
+
+def import_into(lines: Iterable[str], tenant_slug: str, *, kb_slug: str | None = None, remap_ids: bool = False,
+                build_indexes: bool = True) -> dict:
+    """import_lines into the tenant `tenant_slug` (and the KB `kb_slug`), created if missing in the import's own
+    transaction, so that a refused file leaves no empty tenant behind."""
+    with transaction.atomic():
+        tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
+        into_kb = None
+        if kb_slug:
+            into_kb, _ = KnowledgeBase.objects.get_or_create(tenant=tenant, slug=kb_slug, defaults={"name": kb_slug})
+        importer = _read(lines, _Importer(tenant, remap_ids=remap_ids, into_kb=into_kb))
+    return _indexed(importer, build_indexes)
+
+
+def _read(lines: Iterable[str], importer: "_Importer") -> "_Importer":
+    try:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 importer.take(number, _parse(number, line))
         importer.finish()
+    except BaseException:
+        importer.discard_originals()  # files are not rolled back with the rows that name them
+        raise
+    return importer
+
+
+def _indexed(importer: "_Importer", build_indexes: bool) -> dict:
     if build_indexes:
         for kb in importer.touched_kbs():
-            reindex(tenant=tenant, kb=kb)
-            rebuild_entities(tenant, kb)
+            reindex(tenant=importer.tenant, kb=kb)
+            rebuild_entities(importer.tenant, kb)
     return importer.counts
 
 
@@ -50,6 +78,12 @@ def _parse(number: int, line: str) -> dict:
         raise ImportFailed(f"line {number}: not JSON ({exc.msg})") from None
     if not isinstance(record, dict) or not isinstance(record.get("type"), str):
         raise ImportFailed(f"line {number}: a record must be an object with a 'type'")
+    if record.get("type") in TEXT_FIELDS:
+        for name in TEXT_FIELDS[record["type"]]:
+            text = record.get(name)
+            if isinstance(text, str) and len(text) > Memory.MAX_TEXT_CHARS:
+                raise ImportFailed(f"line {number}: a {record['type']}'s {name} is {len(text)} characters; "
+                                   f"a memory's text is at most {Memory.MAX_TEXT_CHARS} characters")
     return record
 
 
@@ -64,6 +98,7 @@ class _Importer:
         self.memories: dict[str, uuid.UUID] = {}
         self.new_memories: set[uuid.UUID] = set()
         self.superseded: list[tuple[uuid.UUID, str]] = []
+        self.saved_originals: list[Document] = []
         self.counts = {kind: {"created": 0, "skipped": 0} for kind in TYPES if kind != "original"}
         self.counts["originals"] = 0
         self.counts["ignored_columns"] = []
@@ -93,6 +128,10 @@ class _Importer:
             target = self.memories.get(old_target)
             if target is not None:
                 Memory.objects.filter(pk=memory_id).update(superseded_by_id=target)
+
+    def discard_originals(self) -> None:
+        for document in self.saved_originals:
+            document.original.delete(save=False)
 
     def touched_kbs(self) -> list[KnowledgeBase]:
         return sorted({kb.pk: kb for kb in self.kbs.values()}.values(), key=lambda kb: kb.pk)
@@ -139,6 +178,7 @@ class _Importer:
         if document.pk in self.new_documents and not document.original:
             data = base64.b64decode(record["content_base64"], validate=True)
             document.original.save(record.get("filename") or document.filename, ContentFile(data), save=False)
+            self.saved_originals.append(document)
             Document.objects.filter(pk=document.pk).update(original=document.original.name)
             self.counts["originals"] += 1
 

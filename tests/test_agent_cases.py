@@ -98,10 +98,25 @@ def test_a_coding_transcript_becomes_a_case_with_steps_outcome_and_evidence(alic
     assert top["id"] == str(case.pk) and top["memory_type"] == "agent_case" and top["rank"] >= 1
     assert top["outcome_label"] == "success" and top["tools"] == ["run_tests", "edit_file"]
     assert top["sources"][0]["type"] == "message" and top["sources"][0]["message_id"] == "ci-0"
-    # A user-level search names no agent: the agent's case is not in it.
-    plain = alice.post("/api/v1/memories/search", {"query": "fix the date parser tests", "memory_types": [
-        "agent_case"], "filters": {"user_id": "u1"}}, format="json").json()
+    # A user-level search names no agent: the agent's case is not in it unless the types ask for cases.
+    plain = alice.post("/api/v1/memories/search", {"query": "fix the date parser tests",
+                                                   "filters": {"user_id": "u1"}}, format="json").json()
     assert plain["agent_memory"] == []
+
+
+def test_asking_for_agent_memory_without_an_agent_searches_every_agent_and_says_so(alice, committed):
+    transcript(alice, committed, "ci", CODING, agent="dev-bot")
+    transcript(alice, committed, "trip", booking("Kyoto", "Hotel Kanra"), agent="travel-bot")
+    response = alice.post("/api/v1/memories/search", {"query": "fix the date parser tests", "memory_types": [
+        "agent_case"], "filters": {"user_id": "u1"}}, format="json")
+    assert response.status_code == 200, response.content
+    found = response.json()
+    assert found["agent_memory"][0]["agent_id"] == "dev-bot"
+    assert {item["memory_type"] for item in found["agent_memory"]} == {"agent_case"}
+    assert any("agent_id" in note and "every agent" in note for note in found["query"]["notes"])
+    named = agent_search(alice, "fix the date parser tests", "travel-bot", memory_types=["agent_case"])
+    assert {item["agent_id"] for item in named["agent_memory"]} <= {"travel-bot"}  # a named agent: only its own
+    assert not any("every agent" in note for note in named["query"]["notes"])
 
 
 def test_a_chinese_lookup_with_a_failed_query_then_a_good_one(alice, committed):

@@ -326,7 +326,7 @@ def test_the_typescript_client_passes_its_tests_against_the_server(server):
     env = {**os.environ, "LOCI_URL": base, "LOCI_API_KEY": keys["alice"], "LOCI_READ_KEY": keys["reader"]}
     run = subprocess.run([node, "--test", "test/"], cwd=client, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
-    assert "# pass 3" in run.stdout and "# fail 0" in run.stdout and "# skipped 0" in run.stdout
+    assert "# pass 4" in run.stdout and "# fail 0" in run.stdout and "# skipped 0" in run.stdout
 
 def test_scopes_and_metadata_through_the_client(server):
     base, keys = server

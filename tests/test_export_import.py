@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from ingest.actions import ingest_document
 from ingest.tasks import run_inline
@@ -140,3 +141,24 @@ def test_an_export_is_imported_into_a_second_installation_and_searched(world, co
     assert "support group" in found.lower()
     again = json.loads(manage(env, "import", str(path), "--tenant", "acme", timeout=300).stdout)
     assert again["memory"]["created"] == 0
+
+
+def test_a_refused_file_leaves_no_tenant_behind(db, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"type": "loci-export", "version": 1}\n'
+                    '{"type": "knowledge_base", "id": 1, "slug": "notes"}\nnot json\n')
+    for _ in range(3):
+        with pytest.raises(CommandError, match="line 3"):
+            call_command("import", str(path), "--tenant", "newco", "--kb", "inbox")
+    assert not Tenant.objects.filter(slug="newco").exists()
+
+
+def test_a_memory_over_the_apis_text_limit_is_refused_with_its_line_before_anything_is_written(world):
+    memory = {"type": "memory", "id": "6f1c1e51-0000-4000-8000-000000000001", "kb_id": 1, "kind": "atomic_fact",
+              "text": "x" * (Memory.MAX_TEXT_CHARS + 1)}
+    lines = ['{"type": "loci-export", "version": 1}\n',
+             '{"type": "knowledge_base", "id": 1, "slug": "imported"}\n', json.dumps(memory) + "\n"]
+    with pytest.raises(ImportFailed, match=f"line 3: .*at most {Memory.MAX_TEXT_CHARS} characters"):
+        import_lines(lines, world.globex)
+    assert not world.globex.knowledge_bases.filter(slug="imported").exists()
+    assert not Memory.objects.filter(tenant=world.globex).exists()

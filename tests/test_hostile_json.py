@@ -88,3 +88,19 @@ def test_console_status_ids_beyond_64_bits_match_nothing(world):
     client.force_login(world.alice)
     response = client.get("/documents/status.json?ids=99999999999999999999999,1")
     assert response.status_code == 200 and response.json() == {"documents": []}
+
+
+@pytest.mark.parametrize("path", ["/api/v1/export?user_id=%00", "/api/v1/memories?user_id=a%00b",
+                                  "/api/v1/documents?q=%00", "/api/v1/knowledge-bases?x%00=1"])
+def test_a_nul_in_a_query_parameter_is_refused_with_a_reason(client, path):
+    response = client.get(path)
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "NUL" in response.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/memories", "/api/v1/documents"])
+@pytest.mark.parametrize("kb", ["secret", "nope"])  # another tenant's, and none at all
+def test_a_knowledge_base_the_key_may_not_read_is_refused_by_every_list(client, path, kb):
+    response = client.get(path, {"kb": kb})
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert response.json()["error"] == f"kb: Unknown knowledge base '{kb}'."

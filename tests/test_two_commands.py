@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from common.env import load_env_file
+from loci.management.commands.up import sign_in_line
 from tests.index_fixtures import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,8 +100,11 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
     port = free_port()
     env = _env(tmp_path, LOCI_VAR_DIR=str(tmp_path / "var"), LOCI_PORT=str(port), MILVUS_LITE_PORT=str(free_port()))
     subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env, check=True)
-    up = subprocess.Popen([sys.executable, "manage.py", "up", "--concurrency", "1"], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    subprocess.run([sys.executable, "manage.py", "bootstrap", "--tenant", "demo", "--kb", "docs", "--user", "admin",
+                    "--password", "demo-pw-123"], cwd=ROOT, env=env, check=True, capture_output=True)
+    up = subprocess.Popen([sys.executable, "manage.py", "up", "--concurrency", "1", "--sign-in-as", "admin"], cwd=ROOT,
+                          env={**env, "DEMO_PASSWORD": "demo-pw-123"}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
     # A deadline for the whole test: reading up's output blocks, and a line that never comes must fail
     # the test, not hang the suite.
@@ -114,6 +118,8 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
         else:
             raise AssertionError(f"up exited {up.wait()} before it was up:\n{''.join(lines)}")
         assert f"Loci is up: http://127.0.0.1:{port}/" in lines[-1]
+        lines.append(up.stdout.readline())  # written with the address, so no child's line comes between
+        assert lines[-1].strip() == "Sign in as admin / demo-pw-123"
         try:  # it says so once it answers, not before
             status = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30).status
         except urllib.error.HTTPError as exc:  # 503 while an engine warms up is still this server answering
@@ -135,3 +141,18 @@ def test_up_says_where_it_serves_and_stops_quietly_on_ctrl_c(tmp_path):
     output = "".join(lines) + rest
     assert "Loci stopped." in rest
     assert "ERROR" not in output and "Traceback" not in output, output[-3000:]
+
+
+def test_make_run_has_up_print_the_sign_in_line_with_the_address(project):
+    cwd, venv = project
+    recipe = make_n(cwd, venv, "run").splitlines()
+    up = [line for line in recipe if "manage.py up" in line]
+    assert up and "--sign-in-as admin" in up[-1] and "DEMO_PASSWORD=" in up[-1]
+    assert "manage.py up" in recipe[-1]  # up is the last thing run, so its lines are the last ones printed
+
+
+def test_the_sign_in_line_names_a_password_only_when_it_works(world):
+    assert sign_in_line("alice", "alice-pw-123") == "Sign in as alice / alice-pw-123"
+    assert sign_in_line("alice", "wrong") is None
+    assert sign_in_line("nobody", "alice-pw-123") is None
+    assert sign_in_line("alice", "") is None

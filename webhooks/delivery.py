@@ -2,7 +2,8 @@
 
 The signature follows the common scheme (Stripe, Standard Webhooks): header `Loci-Signature:
 t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>" under the endpoint's secret>`. A receiver
-recomputes it over the raw body and rejects an old `t` to stop replays (`verify_signature`).
+recomputes it over the raw body and rejects an old `t` to stop replays (`verify_signature` here; a receiver
+uses the clients' own, which need no Django settings: loci_client.verify_signature, TypeScript verifySignature).
 """
 
 import hashlib

@@ -27,7 +27,7 @@ from common.pagination import StrictPageNumberPagination
 from memory import curation
 from memory.models import Memory
 from memory.user_metadata import MetadataError, clean_user_metadata
-from tenants.api.scoping import request_scope
+from tenants.api.scoping import request_scope, requested_kb
 
 MAX_MESSAGES_PER_REQUEST = 500
 ORDERINGS = ("created_at", "-created_at", "occurred_at", "-occurred_at")
@@ -147,7 +147,7 @@ def _kb_ids(scope, slug: str | None) -> list[int]:
     """Every KB of the scope, or the named one (a 400 for an unknown name)."""
     if not slug:
         return sorted(scope.kb_ids)
-    return [_kb(scope, slug).pk]
+    return [requested_kb(scope, slug).pk]
 
 
 def _datetime(params, name):

@@ -15,8 +15,7 @@ from common.json_parser import StrictJSONParser
 from memory.actions import delete_document
 from memory.models import Document
 from memory.user_metadata import MetadataError, clean_user_metadata
-from tenants.api.scoping import ScopedMixin
-from tenants.models import KnowledgeBase
+from tenants.api.scoping import ScopedMixin, requested_kb
 
 
 # A part of a file name: longer than any name the filesystem allows, far below SQLite's LIKE limit.
@@ -57,7 +56,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         qs = Document.objects.in_scope(self.scope).select_related("kb")
         params = self.request.query_params
         if params.get("kb"):
-            qs = qs.filter(kb__slug=params["kb"])
+            qs = qs.filter(kb=requested_kb(self.scope, params["kb"]))
         if params.get("status"):
             qs = qs.filter(_status_is(params["status"].split(",")))
         if params.get("type"):
@@ -83,9 +82,7 @@ class DocumentViewSet(ScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             metadata = clean_user_metadata(request.data.get("metadata"))
         except MetadataError as exc:
             raise ValidationError({"metadata": str(exc)}) from None
-        kb = KnowledgeBase.objects.filter(tenant=self.scope.tenant, slug=slug, id__in=self.scope.kb_ids).first()
-        if kb is None:
-            raise ValidationError({"kb": f"Unknown knowledge base '{slug}'."})
+        kb = requested_kb(self.scope, slug)
         results = []
         for f in files:
             upload = ingest_document(self.scope, kb, f, f.name, content_type=f.content_type or "", metadata=metadata)

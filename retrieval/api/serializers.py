@@ -21,7 +21,8 @@ class SearchFiltersSerializer(serializers.Serializer):
                                                                "validity window holds then")
     agent_id = serializers.CharField(max_length=200, required=False,
                                      help_text="memories of this agent; \"*\": of every agent and of none. "
-                                               "Default: only memories written under no agent")
+                                               "Default: only memories written under no agent (agent cases "
+                                               "and skills asked for by memory_types: every agent's)")
     group_id = serializers.CharField(max_length=200, required=False, help_text="memories of this group chat")
     run_id = serializers.CharField(max_length=200, required=False, help_text="memories of this run (Mem0's run_id)")
     participant = serializers.CharField(max_length=200, required=False,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from common import metrics
+from common import metrics, tracing
 from common.dates import resolve_relative_dates
 from retrieval import results, warmup
 from retrieval.search.agentic import agentic_search
@@ -23,7 +23,7 @@ from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
 from retrieval.reranking import rerank_items
 from retrieval.search import coverage, flat, hybrid, late_interaction, multilingual, paths, ranking
-from retrieval.search.agent_memory import agent_memory_items
+from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from retrieval.search.participants import prefer_participant
@@ -65,10 +65,17 @@ class Run:
 
 @metrics.timed_search
 def search(scope: Scope, req: SearchRequest) -> dict:
+    with tracing.span("search", {"loci.search.method": req.method, "loci.search.top_k": req.limit,
+                                 "loci.tenant": scope.tenant.slug}):
+        return _search(scope, req)
+
+
+def _search(scope: Scope, req: SearchRequest) -> dict:
     # A process still loading its model and index partitions (or not yet started: a script, a shell)
     # does it here, before any engine deadline starts.
-    warmup.start()
-    warmup.wait()
+    with tracing.span("search.warmup"):
+        warmup.start()
+        warmup.wait()
     started = time.perf_counter()
     asked = req.query
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
@@ -82,24 +89,30 @@ def search(scope: Scope, req: SearchRequest) -> dict:
     with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         run = Run.start(scope, req)
         notes = []
-        if req.method == "agentic":
-            response, notes = agentic_search(run)
-            # Agentic once the model's verdict is in, even when round 2 missed the deadline (a note says so).
-            method_used = "agentic" if "agentic" in response else "hybrid"
-        else:
-            response, method_used = getattr(run, req.method)(), req.method
+        with tracing.span("search.retrieve"):
+            if req.method == "agentic":
+                response, notes = agentic_search(run)
+                # Agentic once the model's verdict is in, even when round 2 missed the deadline (a note says so).
+                method_used = "agentic" if "agentic" in response else "hybrid"
+            else:
+                response, method_used = getattr(run, req.method)(), req.method
         if late_interaction.applies(req.query, method_used):
-            late_interaction.rescore(req.query, response)
-            coverage.spread_facts(response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
+            with tracing.span("search.late_interaction"):
+                late_interaction.rescore(req.query, response)
+                coverage.spread_facts(response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
         if multilingual.applies(method_used):  # Chinese and cross-language items, before the floor reads them
-            multilingual.rescore(req.query, response)
+            with tracing.span("search.multilingual"):
+                multilingual.rescore(req.query, response)
         coverage.demote_covered(response, covered_weight)
         for key in ranking.LISTS:  # back to what was asked for
             if key in response:
                 response[key] = response[key][:limit]
         # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
-        add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-        response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+        with tracing.span("search.memory_kinds"):
+            add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
+            response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
+        if every_agent(req):
+            notes = [*notes, EVERY_AGENT_NOTE]
     cpu_seconds = budget.used()
     # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
     # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
@@ -111,13 +124,17 @@ def search(scope: Scope, req: SearchRequest) -> dict:
         notes = [*notes, f"Nothing answers this well: the best of {below['dropped']} results has relevance "
                          f"{below['best']:.3f}, under the floor {floor:g} (MRAG_MIN_RELEVANCE)."]
     if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
-        for key in ("facts", "episodes", "chunks"):
-            response[key] = rerank_items(req.query, response.get(key, []))
+        with tracing.span("search.rerank"):
+            for key in ("facts", "episodes", "chunks"):
+                response[key] = rerank_items(req.query, response.get(key, []))
     apply_tense(run, response)  # "now" puts the current value first, "used to" brings back the old one
     if req.expand_context:
-        results.add_context(response["facts"] + response["episodes"])
+        with tracing.span("search.context"):
+            results.add_context(response["facts"] + response["episodes"])
     if req.neighbours:
-        results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []), req.neighbours)
+        with tracing.span("search.neighbours"):
+            results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []),
+                                   req.neighbours)
     if req.filters.get("participant"):
         prefer_participant(response, req.filters["participant"])
     ranking.assign_ranks(response)

@@ -1,10 +1,10 @@
 """Agent memory in a search: the agent cases and skills that answer the query (the seed's `agent_memory`).
 
-Asked for with memory_types "agent_case" / "agent_skill", and given whenever the search names an agent
-(filters.agent_id): an agent asking its memory gets what it did and what it learnt. Both kinds are
-recalled like foresight (dense + BM25 over their own rows under the request's filter, scopes and
-metadata included, fused into calibrated relevance), so they rank with facts, episodes and chunks in
-one order. A skill's score is weighted by its maturity: a skill that keeps failing ranks lower.
+Asked for with memory_types "agent_case" / "agent_skill" (every agent's, when none is named), and given
+whenever the search names an agent (filters.agent_id): an agent asking its memory gets what it did and
+what it learnt. Both kinds are recalled like foresight (dense + BM25 over their own rows under the
+request's filter, scopes and metadata included, fused into calibrated relevance), so they rank with
+facts, episodes and chunks in one order. A skill's score is weighted by its maturity: a skill that keeps failing ranks lower.
 """
 
 from dataclasses import replace
@@ -16,6 +16,8 @@ from retrieval.search.memory_kinds import _fused
 KINDS = ("agent_case", "agent_skill")
 # A skill of maturity m keeps (FLOOR + (1 - FLOOR)·m) of its relevance.
 MATURITY_FLOOR = 0.7
+EVERY_AGENT_NOTE = ("memory_types asks for agent memory and filters.agent_id names no agent: the cases and skills "
+                    "of every agent are searched; name one with filters.agent_id.")
 
 
 def wanted_kinds(req) -> tuple[str, ...]:
@@ -26,11 +28,19 @@ def wanted_kinds(req) -> tuple[str, ...]:
     return KINDS if agent and agent != "*" else ()
 
 
+def every_agent(req) -> bool:
+    """Agent memory asked for by type with no agent named: an agent's cases are all under some agent, so
+    the search looks under every agent the caller may read rather than under none (it found nothing)."""
+    return any(k in req.memory_types for k in KINDS) and "agent_id" not in req.filters
+
+
 def agent_memory_items(run) -> list[dict]:
     kinds = wanted_kinds(run.req)
     if not kinds or run.req.filters.get("document_id"):
         return []
     flt = replace(run.base, kinds=kinds)
+    if every_agent(run.req):
+        flt = replace(flt, agent_id=None)
     qs = Memory.objects.filter(tenant_id=flt.tenant_id, kb_id__in=flt.kb_ids, kind__in=kinds,
                                status=Memory.Status.ACTIVE)
     if flt.agent_id is not None:

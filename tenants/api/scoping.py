@@ -5,7 +5,7 @@ from django.http import Http404
 from rest_framework import exceptions
 
 from tenants.access import Scope, permitted_scope
-from tenants.models import ApiKey
+from tenants.models import ApiKey, KnowledgeBase
 
 
 def request_scope(request, *, write: bool = False) -> Scope:
@@ -18,6 +18,15 @@ def request_scope(request, *, write: bool = False) -> Scope:
         raise exceptions.PermissionDenied(str(exc) or "Permission denied.")
     except Http404 as exc:
         raise exceptions.NotFound(str(exc) or "Not found.")
+
+
+def requested_kb(scope: Scope, slug: str) -> KnowledgeBase:
+    """The knowledge base a request names (`kb`), if the caller may use it; else a 400, the same for one of
+    another tenant as for one that does not exist, on every endpoint (a list is never silently empty)."""
+    kb = scope.knowledge_bases().filter(slug=slug).first()
+    if kb is None:
+        raise exceptions.ValidationError({"kb": f"Unknown knowledge base '{slug}'."})
+    return kb
 
 
 class ScopedMixin:

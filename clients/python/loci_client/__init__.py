@@ -1,4 +1,5 @@
-"""A typed Python client for the Loci REST API (httpx; sync `Loci` and async `AsyncLoci`)."""
+"""A typed Python client for the Loci REST API (httpx; sync `Loci` and async `AsyncLoci`), and the check of
+a webhook's signature (`verify_signature`)."""
 
 from loci_client.client import AsyncLoci, Loci
 from loci_client.errors import (
@@ -11,6 +12,7 @@ from loci_client.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
+from loci_client.webhooks import SIGNATURE_HEADER, verify_signature
 
-__all__ = ["AsyncLoci", "BadRequest", "Loci", "LociError", "NotFound", "PayloadTooLarge", "PermissionDenied",
-           "RateLimited", "ServiceUnavailable", "Unauthorized"]
+__all__ = ["SIGNATURE_HEADER", "AsyncLoci", "BadRequest", "Loci", "LociError", "NotFound", "PayloadTooLarge",
+           "PermissionDenied", "RateLimited", "ServiceUnavailable", "Unauthorized", "verify_signature"]

@@ -7,6 +7,8 @@
 import type { components } from "./schema.js";
 
 export type { components, paths, operations } from "./schema.js";
+export { DEFAULT_TOLERANCE_SECONDS, SIGNATURE_HEADER, verifySignature } from "./webhooks.js";
+export type { VerifyOptions } from "./webhooks.js";
 
 type Schemas = components["schemas"];
 export type SearchRequest = Schemas["SearchRequestRequest"];

@@ -1346,7 +1346,7 @@ export interface components {
             session_id?: string;
             /** @description ISO date or date-time: only foresight whose validity window holds then */
             valid_at?: string;
-            /** @description memories of this agent; "*": of every agent and of none. Default: only memories written under no agent */
+            /** @description memories of this agent; "*": of every agent and of none. Default: only memories written under no agent (agent cases and skills asked for by memory_types: every agent's) */
             agent_id?: string;
             /** @description memories of this group chat */
             group_id?: string;

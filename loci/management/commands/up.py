@@ -1,3 +1,4 @@
+import os
 import signal
 import socket
 import subprocess
@@ -6,12 +7,14 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations import reflection_timer
 from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
 from common import metrics
+from common.llm import OPENAI_DEFAULT_URL
 from loci.supervision import ChildSpec, Supervisor, port_holder
 from retrieval import index_upgrade
 from retrieval.backends import local_servers
@@ -38,6 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=settings.LOCI_WORKER_CONCURRENCY,
                             help="worker processes (each runs one task at a time); default: LOCI_WORKER_CONCURRENCY")
         parser.add_argument("--no-worker", action="store_true")
+        parser.add_argument("--sign-in-as", metavar="USER",
+                            help="print 'Sign in as USER / <password>' with the address, when the password in "
+                                 "DEMO_PASSWORD (the environment, not the command line: `ps` shows that) is USER's")
 
     def handle(self, *args, **opts):
         self.stdout.write(f"Data: {settings.VAR_DIR} (LOCI_VAR_DIR)")
@@ -92,7 +98,10 @@ class Command(BaseCommand):
         if not _wait_until_listening(host, port, supervisor.children[0].proc):
             self.stderr.write(f"The web server did not start on {host}:{port} (is the port taken? set LOCI_PORT).")
             stop()
-        self.stdout.write(self.style.SUCCESS(f"Loci is up: {_browser_url(host, port)}  (Ctrl-C stops)"))
+        # One write, so that no line of a child's lands between the address and how to sign in there.
+        sign_in = sign_in_line(opts["sign_in_as"], os.environ.get("DEMO_PASSWORD", "")) if opts["sign_in_as"] else None
+        self.stdout.write(self.style.SUCCESS(f"Loci is up: {_browser_url(host, port)}  (Ctrl-C stops)")
+                          + (f"\n{sign_in}" if sign_in else ""))
         # A child that exits or stops making progress is started again with back-off while the others
         # keep serving; only Ctrl-C/SIGTERM (stop) ends them all.
         last_written, proxy_warned = time.monotonic(), False
@@ -107,9 +116,6 @@ class Command(BaseCommand):
                     proxy_warned = _warn_of_untrusted_proxy(self)
 
 
-OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the openai client goes without a base URL
-
-
 def llm_line() -> str:
     """Which chat model and endpoint extraction and agentic search use, or why none: a paid model is
     never a surprise, and a key set for another tool is seen to be ignored."""
@@ -119,6 +125,14 @@ def llm_line() -> str:
         return ("LLM: off (OPENAI_API_KEY or OPENAI_BASE_URL is set, but LOCI_LLM is not): "
                 "the rules extract and agentic search answers with hybrid")
     return "LLM: off (set LOCI_LLM=1 and OPENAI_BASE_URL or OPENAI_API_KEY to use one)"
+
+
+def sign_in_line(username: str, password: str) -> str | None:
+    """'Sign in as <user> / <password>' when that password signs that user in; else None (never a wrong one)."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None or not password or not user.check_password(password):
+        return None
+    return f"Sign in as {username} / {password}"
 
 
 def child_specs(host: str, port: int, *, workers: int) -> list[ChildSpec]:

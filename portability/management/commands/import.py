@@ -3,8 +3,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from portability.importer import ImportFailed, import_lines
-from tenants.models import KnowledgeBase, Tenant
+from portability.importer import ImportFailed, import_into
 
 
 class Command(BaseCommand):
@@ -19,17 +18,12 @@ class Command(BaseCommand):
                             help="give memories new ids (needed when this installation holds the source's ids)")
 
     def handle(self, *args, **opts):
-        tenant, _ = Tenant.objects.get_or_create(slug=opts["tenant"], defaults={"name": opts["tenant"]})
-        into_kb = None
-        if opts["kb"]:
-            into_kb, _ = KnowledgeBase.objects.get_or_create(tenant=tenant, slug=opts["kb"],
-                                                             defaults={"name": opts["kb"]})
         try:
             source = sys.stdin if opts["path"] == "-" else open(opts["path"], encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"Cannot read {opts['path']}: {exc.strerror}") from None
         try:
-            counts = import_lines(source, tenant, remap_ids=opts["remap_ids"], into_kb=into_kb)
+            counts = import_into(source, opts["tenant"], kb_slug=opts["kb"], remap_ids=opts["remap_ids"])
         except ImportFailed as exc:
             raise CommandError(f"Nothing was imported: {exc}") from None
         finally:
