@@ -255,10 +255,11 @@ def _first(text: str, rules, *, zh: bool) -> Claim | None:
     return None
 
 
-# --- One grammar: the statement model decides the slots it knows; these rules only what it has no slot for.
+# --- One grammar: the statement model decides the slots it knows; these rules alone only what it has no slot for.
 # Attributes the statement model (conversations/statements.py) does not tag: a favourite of a kind, a
 # wake-up time, a pet's death, a trip "instead", a like said negatively in the rules' words. For employer,
-# title, home and partner the model alone decides (the rules did not carry to fresh chats: bench/RESULTS.md).
+# title, home and partner a supersede needs the model to read a state change; the patterns' claims are then
+# one of three readers of which slot changed and which is held (slot_supersedes; bench/RESULTS.md).
 RULE_ATTRIBUTES = ("favourite", "wakes_up", "pet", "plan", "likes")
 
 
@@ -286,8 +287,8 @@ def statement_contradicts(new, old) -> bool:
 def changes_state(statement, reading=None) -> bool:
     """Whether the token model or the e5 head (`reading`) reads a state change ("quit", "now at",
     "搬到"): the model's slots supersede only then. A sentence that merely names a job or a place ("my
-    brother got a job at Tailspin", "我参加了阿里云的技术大会") was what made the model's wrong supersedes
-    (bench/RESULTS.md, issue 35: 2 of 41 fresh non-updates without this gate, 0 with it)."""
+    brother got a job at Tailspin") was what made the model's wrong supersedes (bench/RESULTS.md, issue
+    35: 2 of 41 non-updates of the dev set without this gate, 0 with it)."""
     return statement.kind == "state_change" or (reading is not None and reading.kind == "state_change")
 
 
@@ -316,8 +317,8 @@ def slot_supersedes(new, old, new_claim, old_claim, new_reading=None, old_readin
     """Whether the newer statement changes a single-valued slot (employer, title, home, partner) that
     the older one holds. Three readers vote, and any one suffices on each side: the token model's slots
     (`new`, `old`: statements.Statement), the e5 head (`new_reading`, `old_reading`) and the patterns'
-    claims — each misses what another reads ("Alex在阿里巴巴上班" is read by the patterns, "we finally
-    moved to Denver" by the head). The values then veto two cases: the same value said again ("now
+    claims — each misses what another reads ("Alex在阿里巴巴上班" is read by the patterns, "Alex辞职了，
+    准备自己创业" by the head). The values then veto two cases: the same value said again ("now
     at Fabrikam" after "at Fabrikam"), and the end of another value than the older one's ("quit
     Contoso" after "works at Fabrikam")."""
     new_rule, old_rule = _rule_slot(new_claim), _rule_slot(old_claim)
