@@ -15,10 +15,12 @@ superseded by a newer one) send no such signal and are handled where they happen
 import logging
 import threading
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
+from common.llm_scope import llm_scope
 from entities.actions import link_memories
 from conversations.profiles import forget_facts, plan_profiles, update_profiles
 from memory.curation import delete_memories
@@ -112,8 +114,10 @@ def sync_profiles(deleted: dict[tuple[int, int, str], set[str]], changed: set[st
             continue  # the KB went with its profiles
         edited = groups.get(key, [])
         active = [f for f in edited if f.status == Memory.Status.ACTIVE]
-        # The model is asked before the transaction, as a flush does.
-        proposed = plan_profiles(kb, user_id, [(f.metadata.get("subject", ""), f.text) for f in active])
+        # The model is asked before the transaction, as a flush does, and within a flush's deadline, its
+        # tokens the tenant's (an edit's profile call had neither: issue 37).
+        with llm_scope(seconds=settings.LLM_FLUSH_DEADLINE_SECONDS, tenant_id=tenant_id):
+            proposed = plan_profiles(kb, user_id, [(f.metadata.get("subject", ""), f.text) for f in active])
         _sync_user(kb, user_id, deleted.get(key, set()), edited, active, proposed)
 
 

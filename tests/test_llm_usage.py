@@ -108,3 +108,15 @@ def test_calls_errors_latency_tokens_and_the_breaker_are_series(fake_openai, set
     assert delta(before, after, "loci_llm_tokens_total", step="extraction", kind="completion") == 30
     assert delta(before, after, "loci_llm_call_duration_seconds_count", step="extraction") == 1
     assert after[("loci_llm_breaker_open", frozenset({"endpoint": fake_openai.base_url}.items()))] == 1
+
+
+def test_an_edit_counts_its_profile_call_to_the_tenant(fake_openai, world, committed):
+    """Correcting a fact re-derives its user's profile with the model: that call is the tenant's, and a
+    spent budget holds it too (the edit path opened no scope: its tokens went to no tenant)."""
+    fact = Memory.objects.create(tenant=world.acme, kb=world.docs, kind=Memory.Kind.ATOMIC_FACT, user_id="u1",
+                                 text="Alex works at Contoso.", metadata={"subject": "Alex"})
+    fake_openai.queue("chat", reply_with_usage('{"items": []}', 60, 5))
+    response = committed(api_client(world.alice_key).patch, f"/api/v1/memories/{fact.pk}",
+                         {"text": "Alex works at Fabrikam."}, format="json")
+    assert response.status_code == 200, response.content
+    assert spent(world.acme, "profiles") == (1, 60, 5)
