@@ -75,3 +75,14 @@ def test_the_typescript_tests_own_vector_is_the_servers():
     body = re.search(r"^const BODY = '(.*)';$", source, re.M).group(1).encode()
     header = re.search(r'^const HEADER = "(.*)";$', source, re.M).group(1)
     assert header == sign("whsec_test-secret", int(re.search(r"^const T = (\d+);$", source, re.M).group(1)), body)
+
+
+def test_the_servers_verifier_refuses_a_non_ascii_signature_instead_of_raising():
+    """webhooks.delivery.verify_signature (the server's own, for receivers in Django) raised TypeError
+    from hmac.compare_digest on a v1 with a non-ASCII character; a forged header is a False."""
+    from webhooks.delivery import verify_signature as server_verify
+
+    body, now = b'{"event": "memory.added"}', 1_700_000_000
+    good = sign("whsec_test", now, body)
+    assert server_verify("whsec_test", good, body, now=now)
+    assert server_verify("whsec_test", f"t={now},v1=ü{good.split('v1=')[1][1:]}", body, now=now) is False

@@ -40,7 +40,9 @@ def verify_signature(secret: str, header: str, body: bytes, *, tolerance: int = 
         return False
     if abs((now or time.time()) - timestamp) > tolerance:
         return False
-    return hmac.compare_digest(sign(secret, timestamp, body), f"t={timestamp},v1={fields.get('v1', '')}")
+    # Compared as bytes: compare_digest raises TypeError on a str with non-ASCII characters (a forged header).
+    return hmac.compare_digest(sign(secret, timestamp, body).encode(),
+                               f"t={timestamp},v1={fields.get('v1', '')}".encode())
 
 
 def backoff_seconds(attempts: int) -> int:
