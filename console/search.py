@@ -160,6 +160,13 @@ def _item(item: dict, text: str, terms: list[str]) -> None:
     item["html"] = highlight(text, terms)
     scores = item.get("scores") or {}
     item["why"] = [(name, scores[name], help_text) for name, help_text in STAGES if name in scores]
+    # The card's badge is the last word: where the stages named above do not end on it (the floor's
+    # calibration, recency, the tense step, a cross-kind rescale), say so rather than show two numbers
+    # that disagree with nothing between them (issue 38).
+    shown = item.get("score")
+    if item["why"] and isinstance(shown, (int, float)) and abs(float(item["why"][-1][1]) - float(shown)) > 5e-5:
+        item["why"].append(("shown", shown, "the score on this card: later steps (relevance calibration, recency, "
+                                            "tense) moved it from the row above; they are not itemised yet"))
     item["via_fact"] = bool(scores.get("via_fact"))
     for source in item.get("sources", []):
         if source.get("document_id"):

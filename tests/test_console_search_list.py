@@ -1,6 +1,6 @@
 """The search page's one ranked list: episodes, facts and chunks mixed in the API's order."""
 
-from console.search import ranked
+from console.search import _decorate, ranked
 
 
 def test_items_of_every_kind_are_mixed_by_score_with_their_kind():
@@ -41,3 +41,14 @@ def test_the_page_renders_one_mixed_list_the_weak_notice_and_the_request_as_curl
     args = shlex.split(html.unescape(curl))
     assert args[:4] == ["curl", "-X", "POST", "http://testserver/api/v1/memories/search"]
     assert '"memory_types": ["episode", "atomic_fact", "chunk"]' in args[-1] and "X-Loci-Tenant: acme" in args
+
+
+def test_the_why_view_ends_on_the_cards_score():
+    """Issue 38: a fact's "why" said final 0.2798 while its badge said 0.054, with nothing between."""
+    response = {"facts": [
+        {"atomic_fact": "moved", "score": 0.054, "scores": {"fused": 0.4279, "final": 0.2798}},
+        {"atomic_fact": "same", "score": 0.31, "scores": {"fused": 0.5, "final": 0.31}},
+    ]}
+    moved, same = _decorate(response, [])["facts"]
+    assert moved["why"][-1][:2] == ("shown", 0.054) and [row[0] for row in moved["why"]] == ["fused", "final", "shown"]
+    assert [row[0] for row in same["why"]] == ["fused", "final"]  # nothing to explain: no extra row
