@@ -68,6 +68,9 @@ def test_an_update_the_rules_missed_is_read_by_the_model(old, new):
     ("Alex在腾讯工作，是产品经理。", "Alex的姐姐在字节跳动工作。"),
     ("Alex住在北京。", "Alex的弟弟搬到杭州了。"),
     ("Alex lives in Seattle.", "Alex flew to Phoenix for a conference."),
+    ("Alex is a software engineer at Litware.", "Alex interviewed a candidate from Northwind today."),
+    pytest.param("Alex住在苏州。", "Alex的妹妹搬到无锡了。", marks=pytest.mark.xfail(
+        strict=True, reason="a wrong supersede on bench/supersede_fresh3.json: the sister's move read as the user's")),
     pytest.param("Alex在百度当算法工程师。", "Alex参加了阿里云的技术大会。", marks=pytest.mark.xfail(
         strict=True, reason="the one wrong supersede on bench/supersede_fresh2.json: 参加了 (attended) read as "
                             "加入了 (joined), 阿里云 as an employer (README, limitations)")),
