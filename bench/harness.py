@@ -2,6 +2,7 @@
 
 import atexit
 import os
+import resource
 import socket
 import tempfile
 import time
@@ -9,6 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time, user and system (every thread's): what a training or benchmark record reports."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _free_port() -> int:

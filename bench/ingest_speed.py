@@ -17,12 +17,11 @@ import argparse
 import json
 import logging
 import os
-import resource
 import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import SHARED_DATA, setup_django
+from bench.harness import SHARED_DATA, cpu_seconds, setup_django
 
 PDFS = [SHARED_DATA / "docs" / "unstructured" / "language-docs" / "fr_olap.pdf",
         SHARED_DATA / "docs" / "unstructured" / "pdf" / "layout-parser-paper-fast.pdf",
@@ -30,10 +29,6 @@ PDFS = [SHARED_DATA / "docs" / "unstructured" / "language-docs" / "fr_olap.pdf",
         SHARED_DATA / "docs" / "unstructured" / "pdf" / "fake-memo.pdf",
         SHARED_DATA / "docs" / "unstructured" / "pdf" / "interface-config-guide-p93.pdf"]
 
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def stages(repeat: int) -> dict:
@@ -49,17 +44,17 @@ def stages(repeat: int) -> dict:
         if round_ == 1:
             times, pages = dict.fromkeys(times, 0.0), 0
         for path in PDFS:
-            t = cpu()
+            t = cpu_seconds()
             parsed = parse_file(path, path.name)
-            times["parse"] += cpu() - t
-            t = cpu()
+            times["parse"] += cpu_seconds() - t
+            t = cpu_seconds()
             parents = chunk_document(parsed)
-            times["chunk"] += cpu() - t
-            t = cpu()
+            times["chunk"] += cpu_seconds() - t
+            t = cpu_seconds()
             for p in parents:
                 extractor.extract(ExtractionUnit(" › ".join(p.section_path) or p.title,
                                                  [Passage(str(i), c.text) for i, c in enumerate(p.children)]))
-            times["extract"] += cpu() - t
+            times["extract"] += cpu_seconds() - t
             pages += parsed.page_count or 1
     total = sum(times.values())
     return {"pages": pages, **{k: round(v, 3) for k, v in times.items()},
@@ -158,10 +153,10 @@ def embedder_alone_cpu(texts: list[str]) -> float:
 
     raw = build_provider(settings.LOCI_EMBEDDER)  # uncached
     raw.embed_documents(["warm up"])
-    t = cpu()
+    t = cpu_seconds()
     for start in range(0, len(texts), projection.EMBED_BATCH):
         raw.embed_documents(texts[start:start + projection.EMBED_BATCH])
-    return cpu() - t
+    return cpu_seconds() - t
 
 
 def conversations(indices: list[int]) -> dict:
@@ -171,10 +166,10 @@ def conversations(indices: list[int]) -> dict:
     stats = dict.fromkeys(("ingest_seconds", "messages", "episodes", "facts", "merged_duplicates", "superseded"), 0)
     convs = locomo.load(SHARED_DATA / "locomo" / "locomo10_dev.json", indices)
     with Recorded() as rec:
-        t, server = cpu(), lite_server_cpu()
+        t, server = cpu_seconds(), lite_server_cpu()
         for conv in convs:
             locomo.ingest(client, conv, stats)
-        spent = cpu() - t + lite_server_cpu() - server
+        spent = cpu_seconds() - t + lite_server_cpu() - server
     alone = embedder_alone_cpu(rec.texts)
     per = 1000 / max(1, stats["messages"])
     return {"conversations": indices, "messages": stats["messages"], "episodes": stats["episodes"],
@@ -194,14 +189,14 @@ def passages(limit: int) -> dict:
     chosen = cmrc.load(cmrc.DEFAULT_PATH, limit)
     workdir = Path(tempfile.mkdtemp(prefix="loci-speed-cmrc-"))
     with Recorded() as rec:
-        t, server = cpu(), lite_server_cpu()
+        t, server = cpu_seconds(), lite_server_cpu()
         for i, p in enumerate(chosen):
             path = workdir / str(i) / cmrc.file_name(p, "title")
             path.parent.mkdir()
             path.write_text(p["context"], encoding="utf-8")
             with path.open("rb") as fh:
                 ingest_document(scope, kb, fh, path.name)
-        spent = cpu() - t + lite_server_cpu() - server
+        spent = cpu_seconds() - t + lite_server_cpu() - server
     alone = embedder_alone_cpu(rec.texts)
     ready = Document.objects.filter(kb=kb, status="ready").count()
     chars = sum(len(p["context"]) for p in chosen)

@@ -18,11 +18,12 @@ the numpy runtime must reproduce), and prints the training record.
 import argparse
 import json
 import random
-import resource
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.harness import cpu_seconds
 
 from bench.entity_type_data import EN_TEMPLATES, TYPES, ZH_TEMPLATES, Fillers, example, noise_template
 from entities.extraction import mention_spans, name_lists
@@ -40,10 +41,6 @@ REFERENCE_TEXTS = [
     "我最近在读《时间的礼物》。",
 ]
 
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def mentions(row: dict, rng: random.Random) -> list[tuple[np.ndarray, int, str, np.ndarray]]:

@@ -23,13 +23,12 @@ import argparse
 import json
 import math
 import random
-import resource
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.harness import SHARED_DATA
+from bench.harness import SHARED_DATA, cpu_seconds
 from retrieval.e5_rerank_format import (
     JOIN,
     MATRICES,
@@ -53,10 +52,6 @@ DEV_REMAINDER = 2  # with --dev-every, articles 2, 6, 10, ... are the dev split 
 NEGATIVES = 3
 MINE_DEPTH = 12  # negatives are drawn from e5-small's top MINE_DEPTH wrong passages
 
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # --- data ------------------------------------------------------------------------------------

@@ -16,11 +16,12 @@ sentences, which the numpy runtime must reproduce), and prints the training reco
 import argparse
 import json
 import random
-import resource
 import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.harness import cpu_seconds
 
 from bench.statement_data import CLASSES, EN_TEMPLATES, ENDS, SPAN_TYPES, ZH_TEMPLATES, Lexicon, example, real_negatives
 from conversations.statements import FEATURES_PER_TOKEN, MODEL_PATH, feature_ids, token_features, tokens
@@ -39,10 +40,6 @@ REFERENCE_TEXTS = [
     ("I prefer tea over coffee.", ""),
 ]
 
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def encode(row: dict) -> tuple[np.ndarray, list[int], int, list[float]]:

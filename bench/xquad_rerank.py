@@ -11,19 +11,14 @@ CPU-ms per query (process CPU time, so a loaded machine does not inflate it).
 
 import argparse
 import json
-import resource
 import sys
 
 import numpy as np
 
-from bench.harness import SHARED_DATA
+from bench.harness import SHARED_DATA, cpu_seconds
 
 HOLDOUT_EVERY = 4
 
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def held_out():
@@ -72,11 +67,11 @@ def main(argv=None) -> None:
             query_vector = embedder.embed_query(question)
             order = list(np.argsort(-(vectors[p_lang] @ query_vector), kind="stable"))
             top = order[: args.depth]
-            started = cpu()
+            started = cpu_seconds()
             # The index's vectors, as a search hands them over (the score is residual on their cosine).
             scores = reranker.rerank(question, [passages[p_lang][i] for i in top], query_vector=query_vector,
                                      vectors=vectors[p_lang][top])
-            spent += cpu() - started
+            spent += cpu_seconds() - started
             reranked = [top[i] for i in np.argsort(-np.asarray(scores), kind="stable")] + order[args.depth:]
             off1 += order[0] == gold
             off5 += gold in order[:5]
