@@ -68,10 +68,14 @@ _breakers: dict[str, CircuitBreaker] = {}
 
 
 def breaker_for(endpoint: str, *, failures: int, cooldown: float) -> CircuitBreaker:
+    """The endpoint's breaker, holding the numbers asked for now (a changed setting takes effect
+    at the next call, without forgetting the failures already counted)."""
     with _lock:
-        if endpoint not in _breakers:
-            _breakers[endpoint] = CircuitBreaker(failures=failures, cooldown=cooldown)
-        return _breakers[endpoint]
+        breaker = _breakers.get(endpoint)
+        if breaker is None:
+            breaker = _breakers[endpoint] = CircuitBreaker(failures=failures, cooldown=cooldown)
+        breaker.threshold, breaker.cooldown = max(1, failures), cooldown
+        return breaker
 
 
 def breakers() -> dict[str, CircuitBreaker]:

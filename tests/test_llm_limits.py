@@ -37,6 +37,19 @@ def test_the_breaker_opens_after_n_failures_and_then_sends_nothing(fake_openai, 
     assert len(fake_openai.bodies("chat")) == 2
 
 
+def test_a_changed_breaker_setting_holds_for_an_endpoint_already_called(fake_openai, settings):
+    settings.LLM_BREAKER_FAILURES = 5
+    fake_openai.queue_json({"a": 1})
+    complete_json(ASK)  # the endpoint's breaker now exists, made with 5
+
+    settings.LLM_BREAKER_FAILURES = 1
+    settings.LLM_BREAKER_COOLDOWN_SECONDS = 60
+    fake_openai.queue_error("chat", 503, times=3)
+    with pytest.raises(LlmError):
+        complete_json(ASK, max_attempts=3)
+    assert len(fake_openai.bodies("chat")) == 2  # opened after one failure, as the setting now says
+
+
 def test_after_the_cool_down_one_trial_closes_it(fake_openai, settings):
     settings.LLM_BREAKER_FAILURES = 1
     settings.LLM_BREAKER_COOLDOWN_SECONDS = 0.3

@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_n(cwd: Path, venv: Path, target: str) -> str:
+    # As a user's shell runs it: under `make test` (CI) the inherited MAKELEVEL would add
+    # "make[1]: Entering/Leaving directory" lines around the recipe.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(["make", "-n", target, f"VENV={venv}", f"PY={venv}/bin/python"], cwd=cwd,
-                          capture_output=True, text=True, check=True).stdout
+                          capture_output=True, text=True, check=True, env=env).stdout
 
 
 @pytest.fixture
