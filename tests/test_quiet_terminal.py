@@ -45,11 +45,17 @@ print("idle client ok")
 def test_an_idle_milvus_lite_client_is_not_sent_away_for_too_many_pings(tmp_path):
     # pymilvus pinged every 10 s and the embedded server answered GOAWAY too_many_pings after about
     # 150 s without calls (seen at 146 s on 2026-12-01), printed as a gRPC error by every process.
+    # Waiting out those 150 s held a test worker for 200 s; gRPC's keepalive trace shows the cause
+    # itself: an idle client that sends keepalive pings at all (the old options did, at 10 s and 20 s).
     import subprocess
 
     from tests.worker_process import PYTHON, REPO, app_env
 
-    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "200"], cwd=REPO,
-                          env=app_env(tmp_path / "var"), capture_output=True, text=True, timeout=400)
+    env = app_env(tmp_path / "var", GRPC_TRACE="http_keepalive", GRPC_VERBOSITY="DEBUG")
+    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "25"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=200)
     assert done.returncode == 0 and "idle client ok" in done.stdout, done.stderr[-2000:]
+    pings = [line for line in done.stderr.splitlines()
+             if "keepalive ping" in line.lower() and "cancelled" not in line.lower()]
+    assert not pings, pings[:5]
     assert "too_many_pings" not in done.stderr and "GOAWAY" not in done.stderr, done.stderr[-2000:]
