@@ -103,10 +103,10 @@ def timed_step(stage_name: str, step, *, transient, timeout: type, lost: type):
 def timed_search(search):
     """Wrap the one search function: latency per requested method (validated, so a bounded label set)."""
     @functools.wraps(search)
-    def timed(scope, req):
+    def timed(scope, req, **options):
         started, outcome = time.perf_counter(), "error"
         try:
-            response = search(scope, req)
+            response = search(scope, req, **options)
             outcome = "ok"
             return response
         finally:

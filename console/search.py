@@ -12,6 +12,7 @@ from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from retrieval.search.ranking import LISTS
+from retrieval.search.stages import PIPELINE
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ STAGES = [
     ("rerank", "the reranker's score"),
     ("superseded_of", "out of date: the score of the newer fact that replaced this one, which is listed just above it (just under it for a question about the past)"),
 ]
+# The trail's first step is the method's own relevance; the other steps are the pipeline's stages.
+TRAIL_HELP = {stage.name: stage.help for stage in PIPELINE} | {
+    "retrieve": "the method's calibrated relevance (0–1), from the scores above"}
 METHOD_HELP = {
     "keyword": "BM25 only",
     "vector": "embeddings only",
@@ -160,13 +164,14 @@ def _item(item: dict, text: str, terms: list[str]) -> None:
     item["html"] = highlight(text, terms)
     scores = item.get("scores") or {}
     item["why"] = [(name, scores[name], help_text) for name, help_text in STAGES if name in scores]
-    # The card's badge is the last word: where the stages named above do not end on it (the floor's
-    # calibration, recency, the tense step, a cross-kind rescale), say so rather than show two numbers
-    # that disagree with nothing between them (issue 38).
+    trail = item.get("trail") or []
+    # The search's own trail (retrieval.search.pipeline): each stage that set or changed the score,
+    # in order, so the last row is the number on the card's badge (issue 38).
+    item["why"] += [(f"→ {step['stage']}", step["score"], TRAIL_HELP.get(step["stage"], "")) for step in trail]
     shown = item.get("score")
-    if item["why"] and isinstance(shown, (int, float)) and abs(float(item["why"][-1][1]) - float(shown)) > 5e-5:
-        item["why"].append(("shown", shown, "the score on this card: later steps (relevance calibration, recency, "
-                                            "tense) moved it from the row above; they are not itemised yet"))
+    if not trail and item["why"] and isinstance(shown, (int, float)) and abs(float(item["why"][-1][1]) - float(shown)) > 5e-5:
+        # A nested fact has no trail (it is its episode's detail, not ranked): say where its number is from.
+        item["why"].append(("shown", shown, "the score on this card: its episode's search calibrated it from the row above"))
     item["via_fact"] = bool(scores.get("via_fact"))
     for source in item.get("sources", []):
         if source.get("document_id"):

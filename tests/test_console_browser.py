@@ -106,6 +106,11 @@ def test_upload_watch_open_search_and_isolation(console, browser, tmp_path):
     alice.locator("[data-why-all]").click()
     assert fact.locator(".why-table").first.is_visible()
     assert "final" in fact.locator(".why-table").first.inner_text()
+    # The steps add up to the badge: the search's trail ends on the card's number (issue 38).
+    why = fact.locator(".why-table").first
+    numbers = [text for text in why.locator("td.num").all_inner_texts() if text.strip()]
+    assert "→ retrieve" in why.inner_text()
+    assert abs(float(numbers[-1]) - float(fact.locator(".score").first.inner_text())) < 0.0006
     shot(alice, "search-why")
     href = source.get_attribute("href")
     chunk_id = href.rsplit("#chunk-", 1)[1]

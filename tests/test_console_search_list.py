@@ -44,11 +44,19 @@ def test_the_page_renders_one_mixed_list_the_weak_notice_and_the_request_as_curl
 
 
 def test_the_why_view_ends_on_the_cards_score():
-    """Issue 38: a fact's "why" said final 0.2798 while its badge said 0.054, with nothing between."""
+    """Issue 38: a fact's "why" said final 0.2798 while its badge said 0.054, with nothing between.
+    The search's trail names every step; a nested fact, which has none, says where its number is from."""
     response = {"facts": [
-        {"atomic_fact": "moved", "score": 0.054, "scores": {"fused": 0.4279, "final": 0.2798}},
-        {"atomic_fact": "same", "score": 0.31, "scores": {"fused": 0.5, "final": 0.31}},
-    ]}
-    moved, same = _decorate(response, [])["facts"]
-    assert moved["why"][-1][:2] == ("shown", 0.054) and [row[0] for row in moved["why"]] == ["fused", "final", "shown"]
-    assert [row[0] for row in same["why"]] == ["fused", "final"]  # nothing to explain: no extra row
+        {"atomic_fact": "moved", "score": 0.061, "scores": {"fused": 0.4279, "final": 0.2798},
+         "trail": [{"stage": "retrieve", "score": 0.054}, {"stage": "tense", "score": 0.061}]},
+    ], "episodes": [{"summary": "e", "score": 0.2, "scores": {"final": 0.2},
+                     "atomic_facts": [{"atomic_fact": "nested", "score": 0.05, "scores": {"fused": 0.4, "final": 0.3}},
+                                      {"atomic_fact": "same", "score": 0.3, "scores": {"final": 0.3}}]}]}
+    decorated = _decorate(response, [])
+    moved = decorated["facts"][0]
+    assert [row[:2] for row in moved["why"]] == [("fused", 0.4279), ("final", 0.2798), ("→ retrieve", 0.054),
+                                                 ("→ tense", 0.061)]
+    assert "calibrated" in moved["why"][2][2] and "used to" in moved["why"][3][2]  # each step says what it does
+    nested, same = decorated["episodes"][0]["atomic_facts"]
+    assert nested["why"][-1][:2] == ("shown", 0.05)
+    assert [row[0] for row in same["why"]] == ["final"]  # nothing to explain: no extra row

@@ -98,6 +98,12 @@ _SCORES_HELP = ("per-stage scores behind `score` (e.g. cosine, bm25, rrf, fact, 
                 "and `via_fact: true` for an episode shown because one of its facts matched")
 
 
+class TrailStepSerializer(serializers.Serializer):
+    stage = serializers.CharField(help_text="the search stage that set or changed the score "
+                                            "(`manage.py search --explain` lists them in order)")
+    score = serializers.FloatField()
+
+
 class _ItemSerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="calibrated relevance (0-1), comparable across kinds and methods")
     rank = serializers.IntegerField(required=False, min_value=1, help_text=(
@@ -106,6 +112,8 @@ class _ItemSerializer(serializers.Serializer):
     kb = serializers.SlugField()
     sources = SourceSerializer(many=True)
     scores = serializers.DictField(child=serializers.JSONField(), help_text=_SCORES_HELP)
+    trail = TrailStepSerializer(many=True, required=False, help_text=(
+        "each stage that set or changed `score`, in order: the last step's score is `score` (absent on nested facts)"))
     context = ContextSerializer(required=False)
 
 
@@ -154,6 +162,8 @@ class ProfileItemSerializer(serializers.Serializer):
     score = serializers.FloatField(required=False, help_text="in a search: its relevance to the query")
     rank = serializers.IntegerField(required=False, min_value=1, help_text=(
         "in a search: its place in the one order across every kind of item"))
+    trail = TrailStepSerializer(many=True, required=False, help_text=(
+        "in a search: each stage that set or changed `score`, in order"))
 
 
 class EpisodeItemSerializer(_MemoryItemSerializer):

@@ -7,7 +7,9 @@ Where each part lives:
 - `scoring`  — how hybrid scores an episode, a fact and its relevance: the whole formula, then its terms;
 - `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
 - `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
-- `agentic`  — agentic search, over `Run.hybrid`.
+- `agentic`  — agentic search, over `Run.hybrid`;
+- `pipeline` — how a search runs: stages declared with what they read and write, run in order, each
+  leaving its step in the results' `trail`; `stages` — the stages themselves, in their one order.
 """
 
 import time
@@ -17,17 +19,12 @@ from django.conf import settings
 
 from common import metrics, tracing
 from common.dates import resolve_relative_dates
-from retrieval import results, warmup
-from retrieval.search.agentic import agentic_search
+from retrieval import warmup
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
-from retrieval.reranking import rerank_items
-from retrieval.search import coverage, flat, hybrid, late_interaction, multilingual, paths, ranking
-from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
+from retrieval.search import flat, hybrid, late_interaction, paths, stages
 from retrieval.search.engines import EngineError, Engines, cpu_budget
-from retrieval.search.memory_kinds import add_profiles_and_foresight
-from retrieval.search.participants import prefer_participant
-from retrieval.search.tense import apply_tense
+from retrieval.search.pipeline import Found, run_stages
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -64,96 +61,54 @@ class Run:
 
 
 @metrics.timed_search
-def search(scope: Scope, req: SearchRequest) -> dict:
+def search(scope: Scope, req: SearchRequest, *, observe=None) -> dict:
+    """The response to `req` in `scope`; `observe(stage, found, "before" | "after")` watches each stage run."""
     with tracing.span("search", {"loci.search.method": req.method, "loci.search.top_k": req.limit,
                                  "loci.tenant": scope.tenant.slug}):
-        return _search(scope, req)
+        return _search(scope, req, observe=observe)
 
 
-def _search(scope: Scope, req: SearchRequest) -> dict:
+def _search(scope: Scope, req: SearchRequest, *, observe=None) -> dict:
     # A process still loading its model and index partitions (or not yet started: a script, a shell)
     # does it here, before any engine deadline starts.
     with tracing.span("search.warmup"):
         warmup.start()
         warmup.wait()
     started = time.perf_counter()
-    asked = req.query
+    asked, limit = req.query, req.limit
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
-    limit = req.limit
     covered_weight = settings.SEARCH_COVERED_WEIGHT if req.method in ("hybrid", "agentic") else 1.0
     if late_interaction.applies(req.query, req.method) or covered_weight < 1.0:
         # The stages reorder a wider candidate list: what hybrid scored anyway, appended after its top_k
         # (asking hybrid for more items instead widens its recall and expansion: p95 3.24x at 10k).
         req = replace(req, candidates=late_interaction.candidates(limit))
     with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
-        run = Run.start(scope, req)
-        notes = []
-        with tracing.span("search.retrieve"):
-            if req.method == "agentic":
-                response, notes = agentic_search(run)
-                # Agentic once the model's verdict is in, even when round 2 missed the deadline (a note says so).
-                method_used = "agentic" if "agentic" in response else "hybrid"
-            else:
-                response, method_used = getattr(run, req.method)(), req.method
-        if late_interaction.applies(req.query, method_used):
-            with tracing.span("search.late_interaction"):
-                late_interaction.rescore(req.query, response)
-                coverage.spread_facts(response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
-        if multilingual.applies(method_used):  # Chinese and cross-language items, before the floor reads them
-            with tracing.span("search.multilingual"):
-                multilingual.rescore(req.query, response)
-        coverage.demote_covered(response, covered_weight)
-        for key in ranking.LISTS:  # back to what was asked for
-            if key in response:
-                response[key] = response[key][:limit]
-        # The other kinds join before the floor and the ranks: one relevance, one order for every kind.
-        with tracing.span("search.memory_kinds"):
-            add_profiles_and_foresight(run, response)  # profiles[], and foresight into facts when asked for
-            response["agent_memory"] = agent_memory_items(run)  # agent cases and skills
-        if every_agent(req):
-            notes = [*notes, EVERY_AGENT_NOTE]
-    cpu_seconds = budget.used()
-    # The floor is hybrid's (and agentic's, which answers with hybrid's lists): keyword answers what
-    # matches a term and vector keeps VECTOR_MIN_SIMILARITY, since a short English query's relevant
-    # cosine is lower than CMRC's, which the map was fitted on (bench/RESULTS.md, "One relevance").
-    floor = settings.MRAG_MIN_RELEVANCE if req.method in ("hybrid", "agentic") else 0.0
-    below = ranking.drop_below(response, floor)
-    weak = not any(response.get(key) for key in ranking.LISTS)
-    if weak and below["dropped"]:
-        notes = [*notes, f"Nothing answers this well: the best of {below['dropped']} results has relevance "
-                         f"{below['best']:.3f}, under the floor {floor:g} (MRAG_MIN_RELEVANCE)."]
-    if req.rerank or (req.rerank is None and settings.MRAG_RERANK):  # stage 5, for every method
-        with tracing.span("search.rerank"):
-            for key in ("facts", "episodes", "chunks"):
-                response[key] = rerank_items(req.query, response.get(key, []))
-    apply_tense(run, response)  # "now" puts the current value first, "used to" brings back the old one
-    if req.expand_context:
-        with tracing.span("search.context"):
-            results.add_context(response["facts"] + response["episodes"])
-    if req.neighbours:
-        with tracing.span("search.neighbours"):
-            results.add_neighbours(response["facts"] + response["episodes"] + response.get("chunks", []),
-                                   req.neighbours)
-    if req.filters.get("participant"):
-        prefer_participant(response, req.filters["participant"])
-    ranking.assign_ranks(response)
-    response["raw_messages"] = results.raw_messages(scope, run.base.kb_ids, req.filters)
+        found = Found(Run.start(scope, req), req, asked, limit)
+        run_stages(stages.RETRIEVAL, found, observe=observe)
+    found.cpu_seconds = budget.used()
+    run_stages(stages.FINISHING, found, observe=observe)
+    return _with_query_block(found, started)
+
+
+def _with_query_block(found: Found, started: float) -> dict:
+    """The response with `query`: what was searched, how, by which method, within what, and its notes."""
+    req, run, response = found.req, found.run, found.response
     response["query"] = {
-        "text": asked,
+        "text": found.asked,
         "method": req.method,
-        "answered_by": method_used,
-        "filters_applied": {"tenant": scope.tenant.slug, "kb": sorted(_slugs(run.base.kb_ids)), **{
+        "answered_by": found.method_used,
+        "filters_applied": {"tenant": run.scope.tenant.slug, "kb": sorted(_slugs(run.base.kb_ids)), **{
             k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
         "llm": bool(settings.LLM_ENABLED),
-        "notes": notes,
-        "weak": weak,
-        "min_relevance": floor,
-        "below_floor": below["dropped"],
+        "notes": found.notes,
+        "weak": found.weak,
+        "min_relevance": found.floor,
+        "below_floor": found.below["dropped"],
         "took_ms": round((time.perf_counter() - started) * 1000, 1),
-        "cpu_ms": round(cpu_seconds * 1000, 1),
+        "cpu_ms": round(found.cpu_seconds * 1000, 1),
     }
-    if req.query != asked:
+    if req.query != found.asked:
         response["query"]["searched_as"] = req.query
     return response
 

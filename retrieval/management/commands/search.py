@@ -5,7 +5,9 @@ from django.core.management.base import BaseCommand, CommandError
 from retrieval import warmup
 from retrieval.request import SearchError, parse_search_request
 from retrieval.search import EngineError, search
+from retrieval.search.pipeline import explain
 from retrieval.search.ranking import merged
+from retrieval.search.stages import PIPELINE
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -21,6 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--top-k", type=int, default=10)
         parser.add_argument("--types", default="episode,atomic_fact", help="comma-separated memory types")
         parser.add_argument("--json", action="store_true", help="print the raw JSON response")
+        parser.add_argument("--explain", action="store_true",
+                            help="first print the search's stages in order, which ran, and what each reads and writes")
 
     def handle(self, *args, **opts):
         warmup.start()  # the model loads beside the tenant lookup; the search waits for it outside its deadline
@@ -33,10 +37,14 @@ class Command(BaseCommand):
                 "memory_types": opts["types"].split(",")}
         if opts["kb"]:
             body["filters"] = {"kb": opts["kb"]}
+        ran = set()
         try:
-            response = search(scope, parse_search_request(body))
+            response = search(scope, parse_search_request(body),
+                              observe=lambda stage, found, when: ran.add(stage.name))
         except (SearchError, EngineError) as exc:
             raise CommandError(str(exc))
+        if opts["explain"]:
+            self._explain(ran)
         if opts["json"]:
             self.stdout.write(json.dumps(response, ensure_ascii=False, indent=2))
             return
@@ -62,6 +70,15 @@ class Command(BaseCommand):
                                   f"{_where(item)}")
         if q["weak"]:
             self.stdout.write("  Nothing answers this well.")
+
+    def _explain(self, ran: set[str]) -> None:
+        self.stdout.write("Stages, in the order they run (each result's `trail` names those that moved its score):")
+        for row in explain(PIPELINE):
+            self.stdout.write(f"  {row['order']:>2}. {row['stage']} {'ran' if row['stage'] in ran else 'skipped':<8} "
+                              f"{row['help']}")
+            self.stdout.write(f"      reads {', '.join(row['reads'])}; writes {', '.join(row['writes'])}")
+        self.stdout.write("")
+
 
 def _where(item):
     if not item["sources"]:

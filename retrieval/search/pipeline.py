@@ -1,0 +1,99 @@
+"""The search as a declared pipeline: an ordered list of stages, each a small component that says what
+it reads and writes, run one after another over one `Found` (issue 38).
+
+A stage is an object with
+- `name` — how the trail, the "why" view, tracing and `manage.py search --explain` call it;
+- `help` — one line on what it does, for people;
+- `reads` / `writes` — the fields of `Found` (and the response lists) it uses and changes: a test runs
+  every stage of a real search and holds each to its declaration;
+- `applies(found)` — whether it runs for this request and these settings (a stage that does not
+  apply leaves no trace);
+- `run(found)` — does its work in place.
+
+The trail: after every stage, each top-level result whose `score` it set or changed gets a step
+`{"stage": name, "score": score}` in its `trail`, so the last step is always the number on the
+result's badge, and every step to it is named (the "why" view reads it).
+
+Modelled on Haystack 2.x components (declared inputs and outputs, one place that wires them), kept to
+plain functions over one object since the order is fixed per method.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from common import tracing
+from retrieval.request import SearchRequest
+from retrieval.search.ranking import LISTS
+
+
+@dataclass
+class Found:
+    """What one search carries from stage to stage."""
+
+    run: object  # retrieval.search.Run: scope, request, permission filter, engine calls
+    req: SearchRequest  # as searched (relative dates resolved, the candidate list widened)
+    asked: str  # the query as the caller wrote it
+    limit: int  # how many items per list the caller asked for
+    response: dict = field(default_factory=dict)
+    method_used: str = ""  # which method answered (agentic falls back to hybrid)
+    notes: list[str] = field(default_factory=list)
+    floor: float = 0.0
+    below: dict = field(default_factory=lambda: {"dropped": 0, "best": None})
+    weak: bool = False
+    cpu_seconds: float = 0.0
+
+
+class Stage(Protocol):
+    name: str
+    help: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+    def applies(self, found: Found) -> bool: ...
+
+    def run(self, found: Found) -> None: ...
+
+
+def record_trail(response: dict, stage: str) -> None:
+    """Give each top-level result whose score this stage set or changed a step naming it.
+
+    A new list, not an append: a stage that copies an item (the reranker) shares its trail list."""
+    for key in LISTS:
+        for item in response.get(key, []):
+            score = item.get("score")
+            if not isinstance(score, (int, float)):
+                continue
+            trail = item.get("trail") or []
+            if not trail or abs(trail[-1]["score"] - score) > 5e-7:
+                item["trail"] = [*trail, {"stage": stage, "score": round(float(score), 6)}]
+
+
+Observer = Callable[[Stage, Found, str], None]  # (stage, found, "before" | "after"): tests watch each stage
+
+
+def run_stages(stages: tuple[Stage, ...], found: Found, *, observe: Observer | None = None) -> Found:
+    """Run `stages` in order over `found`, each in its own tracing span, leaving the trail."""
+    for stage in stages:
+        if not stage.applies(found):
+            continue
+        if observe:
+            observe(stage, found, "before")
+        with tracing.span(f"search.{stage.name}"):
+            stage.run(found)
+        record_trail(found.response, stage.name)
+        if observe:
+            observe(stage, found, "after")
+    return found
+
+
+def explain(stages: tuple[Stage, ...], found: Found | None = None) -> list[dict]:
+    """The pipeline as rows people read: order, name, what it does, what it reads and writes, and
+    (given a search's `found`) whether it ran."""
+    rows = []
+    for number, stage in enumerate(stages, start=1):
+        row = {"order": number, "stage": stage.name, "help": stage.help,
+               "reads": list(stage.reads), "writes": list(stage.writes)}
+        if found is not None:
+            row["runs"] = stage.applies(found)
+        rows.append(row)
+    return rows
