@@ -69,12 +69,14 @@ def test_every_result_card_shows_its_text_citation_and_links_without_scrolling(f
             assert inner <= outer + 1, f"{method}: {kind} card {i} scrolls inside ({inner} > {outer})"
             text = card.locator(".result-text").first
             assert text.is_visible() and text.inner_text().strip(), (method, kind)
+            # Nor does its text: a chunk's box that scrolled hid a slide's answer at its bottom (issue 39).
+            inner, outer = text.evaluate("t => [t.scrollHeight, t.clientHeight]")
+            assert inner <= outer + 1, f"{method}: {kind} card {i}'s text scrolls inside ({inner} > {outer})"
             source = card.locator("a.source-link").first
             assert source.is_visible() and "fleet-report.txt" in source.inner_text(), (method, kind)
             assert card.locator("a.original-link").first.is_visible(), (method, kind)
             assert card.locator("details.why > summary").first.is_visible(), (method, kind)
         if method == "hybrid":
-            # A long chunk's own text may scroll, inside a card that shows everything else.
             assert cards.locator(".result-chunk-text").count() >= 1
     assert {"chunk", "fact", "episode"} <= kinds, kinds
     assert alice.js_errors == []
@@ -147,3 +149,19 @@ def test_documents_are_sorted_ticked_together_and_rerun_from_the_list(fleet):
     alice.locator("[data-bulk-rerun]").click()
     assert re.search(r"Queued \d+ documents? again", alice.locator(".flash").first.inner_text())
     assert alice.js_errors == []
+
+
+def test_at_1280_pixels_the_header_is_one_line(fleet):
+    """Issue 39: at 1280 px the brand, the nav, the switchers and the user menu wrapped onto two lines."""
+    alice = fleet
+    alice.set_viewport_size({"width": 1280, "height": 800})
+    for page in ("/", "/search/", "/documents/"):
+        alice.goto(page)
+        boxes = alice.locator(".topbar-inner > *").evaluate_all(
+            "items => items.filter(i => i.offsetParent).map(i => [i.className, i.getBoundingClientRect().top, "
+            "i.getBoundingClientRect().bottom, i.getBoundingClientRect().width, i.innerText.slice(0, 80)])")
+        first_bottom = min(box[2] for box in boxes)
+        wrapped = [name for name, top, *_ in boxes if top >= first_bottom]
+        assert not wrapped, (page, boxes)
+        nav = alice.locator(".nav")
+        assert nav.evaluate("n => n.scrollWidth <= n.clientWidth + 1"), f"{page}: the nav scrolls sideways"

@@ -1,5 +1,6 @@
 /* The PDF viewer: the original at the cited page, the cited passage highlighted in pdf.js's text layer. */
 import * as pdfjsLib from "../vendor/pdfjs/pdf.min.mjs";
+import { passageSpans } from "./passage_match.mjs";
 
 const root = document.getElementById("pdf-viewer");
 pdfjsLib.GlobalWorkerOptions.workerSrc = root.dataset.worker;
@@ -7,9 +8,7 @@ const passage = JSON.parse(document.getElementById("pdf-passage").textContent ||
 const status = root.querySelector("[data-pdf-status]");
 const pageBox = root.querySelector("[data-pdf-page]");
 const label = document.querySelector("[data-pdf-page-label]");
-// Whitespace and case differ between the parser's text and pdf.js's, so both are compared squeezed.
-const squeeze = (text) => text.toLowerCase().replace(/\s+/g, "");
-const wanted = squeeze(passage);
+const wanted = passage.trim();
 let pdf = null;
 let current = Number(root.dataset.page) || 1;
 
@@ -38,9 +37,9 @@ async function show(number) {
   document.querySelectorAll("body > .hiddenCanvasElement").forEach((c) => c.setAttribute("aria-hidden", "true"));
   let marked = 0;
   if (wanted) {
-    layer.querySelectorAll("span").forEach((span) => {
-      const text = squeeze(span.textContent);
-      if (text.length >= 3 && wanted.includes(text)) { span.classList.add("pdf-hit"); marked++; }
+    const spans = [...layer.querySelectorAll("span")];
+    passageSpans(spans.map((span) => span.textContent), passage).forEach((hit, k) => {
+      if (hit) { spans[k].classList.add("pdf-hit"); marked++; }
     });
   }
   const first = layer.querySelector(".pdf-hit");
