@@ -400,7 +400,7 @@ LOCI_WEBHOOK_MAX_ATTEMPTS = env_int("LOCI_WEBHOOK_MAX_ATTEMPTS", 12, minimum=1, 
 LOCI_WEBHOOK_POLL_SECONDS = env_float("LOCI_WEBHOOK_POLL_SECONDS", 2.0, minimum=0.1)
 
 # Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
-# name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
+# name (extraction/document_coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
 # with and without (bench/RESULTS.md, issue 28, session 9).
 EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
 
