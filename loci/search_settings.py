@@ -2,17 +2,19 @@
 stages (see retrieval/search/mrag.py for where each default comes from).
 
 Read by loci/settings.py (`from loci.search_settings import *`) after it has loaded the .env file; Django sees
-them as settings like any other (`settings.MRAG_ALPHA`).
+them as settings like any other (`settings.MRAG_ALPHA`). The fitted numbers' defaults, with what they were
+fitted on and how to refit them, are in retrieval/fitted.py; their variables here override them.
 """
 
 from common.env import env_bool, env_choice, env_float, env_int
+from retrieval import fitted
 
 MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
 MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
 MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
 MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
 # EverOS uses 3; see bench/RESULTS.md, "Design notes moved from code comments", MRAG_FACTS_COMPETING.
-MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
+MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", fitted.FACTS_COMPETING.value, minimum=1)
 # At most this many facts said in one message among hybrid's results (0: no limit); the next-best
 # facts of other messages take the freed places. Off by default: see bench/RESULTS.md (LongMemEval).
 MRAG_FACTS_PER_MESSAGE = env_int("MRAG_FACTS_PER_MESSAGE", 0, minimum=0)
@@ -29,12 +31,13 @@ MRAG_RRF_K = env_int("MRAG_RRF_K", 60, minimum=1)
 # MRAG_FACT_* atomic facts. Cosine weights and biases fitted for the default e5 embedder by
 # `python -m bench.fit_fusion` on CMRC; the BM25 weights then raised to what also did best on LoCoMo
 # (English chat), which CMRC barely notices (bench/RESULTS.md). EverOS's own: 6.2747, 0.09395, -4.8581.
-MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 17.6)
-MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.2)
-MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -18.7)
-MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
-MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
-MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
+_EPISODE, _FACT = fitted.FUSION_EPISODE.value, fitted.FUSION_FACT.value
+MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", _EPISODE[0])
+MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", _EPISODE[1])
+MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", _EPISODE[2])
+MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", _FACT[0])
+MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", _FACT[1])
+MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", _FACT[2])
 MRAG_RERANK = env_bool("MRAG_RERANK", False)
 # A search arriving while its process still loads the embedding model (retrieval/warmup.py) waits for
 # it at most this long before its engine calls, and their deadline, start.
@@ -62,19 +65,20 @@ VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, ma
 # BM25 / cosine of keyword / vector. Fitted by `python -m bench.fit_relevance` on CMRC (bench/RESULTS.md,
 # "One relevance"); refit with the fusion weights or after changing the embedder.
 SEARCH_RELEVANCE = {
-    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 0.5348), env_float("SEARCH_RELEVANCE_MRAG_B", -2.3607)),
-    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 0.7968), env_float("SEARCH_RELEVANCE_CHUNK_B", -1.27)),
-    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.0781), env_float("SEARCH_RELEVANCE_BM25_B", -2.9557)),
-    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 43.32), env_float("SEARCH_RELEVANCE_COSINE_B", -40.64)),
+    signal: (env_float(f"SEARCH_RELEVANCE_{signal.upper()}_W", fit.value[0]),
+             env_float(f"SEARCH_RELEVANCE_{signal.upper()}_B", fit.value[1]))
+    for signal, fit in (("mrag", fitted.RELEVANCE_MRAG), ("chunk", fitted.RELEVANCE_CHUNK),
+                        ("bm25", fitted.RELEVANCE_BM25), ("cosine", fitted.RELEVANCE_COSINE))
 }
 # Hybrid (and agentic) items under this relevance are left out; when none is left the response says
 # `query.weak`. CMRC and LoCoMo lose nothing up to 0.035, but a one-word query over a few small
 # files ("Doylestown" over fake-text.txt: 0.014) scores lower than CMRC's questions: 0.01 keeps those
 # and still drops an unrelated file's best match (0.008) (bench/RESULTS.md, "One relevance").
-MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=1.0)
+MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", fitted.MIN_RELEVANCE.value, minimum=0.0, maximum=1.0)
 # Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
 # across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
-SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
+SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", fitted.CROSS_LANGUAGE_COSINE_SHIFT.value,
+                                               minimum=0.0, maximum=0.5)
 # The late-interaction stage (retrieval/search/late_interaction.py): English hybrid candidates rescored
 # by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
 # the stage and the projection's writes. On since session 11: LoCoMo conversations 1, 3 (held out) R@5
@@ -99,9 +103,8 @@ SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, max
 # the floor keeps every answerable dev question's relevant item (both held-out folds) and silences about
 # half of the questions about other people's lives (hybrid alone: 1 %), and English nonsense
 # (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.3776),
-                               env_float("SEARCH_LATE_INTERACTION_B", 11.888),
-                               env_float("SEARCH_LATE_INTERACTION_C", -3.8588))
+SEARCH_LATE_INTERACTION_MAP = tuple(env_float(f"SEARCH_LATE_INTERACTION_{name}", value)
+                                    for name, value in zip("ABC", fitted.LATE_INTERACTION_MAP.value))
 # The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
 # Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
 # bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The
@@ -111,6 +114,5 @@ SEARCH_MULTILINGUAL_RERANK = env_bool("SEARCH_MULTILINGUAL_RERANK", False)
 SEARCH_MULTILINGUAL_RERANK_TOP = env_int("SEARCH_MULTILINGUAL_RERANK_TOP", 12, minimum=1, maximum=100)
 # Fitted on CMRC passages 0-63's even questions (1,250 items) with e5x-rerank v1: it leans on the
 # reranker's score alone (A ≈ 0); on the odd questions 4 of 10 held-out noise queries go under the 0.01 floor.
-SEARCH_MULTILINGUAL_RERANK_MAP = (env_float("SEARCH_MULTILINGUAL_RERANK_A", 0.0331),
-                                  env_float("SEARCH_MULTILINGUAL_RERANK_B", 2.1733),
-                                  env_float("SEARCH_MULTILINGUAL_RERANK_C", -40.3616))
+SEARCH_MULTILINGUAL_RERANK_MAP = tuple(env_float(f"SEARCH_MULTILINGUAL_RERANK_{name}", value)
+                                       for name, value in zip("ABC", fitted.MULTILINGUAL_RERANK_MAP.value))
