@@ -48,7 +48,7 @@ def as_list(value) -> list:
 
 
 def test_every_entry_names_a_run_that_exists():
-    assert set(AS_SETTINGS) | {"TOPIC_THRESHOLD", "DUPLICATE_COSINE"} == set(fitted.ALL)
+    assert set(AS_SETTINGS) | {"TOPIC_THRESHOLD", "DUPLICATE_COSINE", "CJK_SHARE"} == set(fitted.ALL)
     for name, entry in fitted.ALL.items():
         assert entry.results in HEADINGS or any(h.startswith(entry.results) for h in HEADINGS), name
         assert date(2026, 11, 1) <= date.fromisoformat(entry.date) <= date.today(), name
@@ -72,7 +72,7 @@ def test_the_settings_default_to_the_registry_and_their_variables_override_it():
 
 
 def test_module_constants_read_the_registry():
-    for name in ("TOPIC_THRESHOLD", "DUPLICATE_COSINE"):
+    for name in ("TOPIC_THRESHOLD", "DUPLICATE_COSINE", "CJK_SHARE"):
         (where,) = fitted.ALL[name].used_as
         module, _, constant = where.rpartition(".")
         assert getattr(importlib.import_module(module), constant) == fitted.ALL[name].value
