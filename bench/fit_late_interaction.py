@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.locomo import DEFAULT_PATH, load
-from bench.rank_stages import fit_map, fit_platt
+from bench.rank_replay import fit_map, fit_platt
 
 OFF_TOPIC = 3  # other conversations' questions asked of each session
 ORDER_W = 5.0  # the stage's order: logit(h) + 5·MaxSim (settings: b/a)

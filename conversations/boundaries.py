@@ -13,6 +13,7 @@ import numpy as np
 from conversations.segmentation import BoundaryDecision, Turn, format_window
 from extraction.coreference import asks_something
 from extraction.sentences import split_sentences
+from retrieval import fitted
 from retrieval.embeddings import embedder
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ TOPIC_WINDOW = 3
 # this, at a local minimum, is a topic shift. e5 compresses cosines, so a shift shows as a small dip
 # from an already high similarity; the threshold sits at the low tail of in-session gaps
 # (see bench/RESULTS.md, "Design notes moved from code comments", TOPIC_THRESHOLD).
-TOPIC_THRESHOLD = 0.91
+TOPIC_THRESHOLD = fitted.TOPIC_THRESHOLD.value  # retrieval/fitted.py: fitted on, date, command
 # No topic boundary leaves a segment shorter than this.
 MIN_SEGMENT_MESSAGES = 3
 # A segment longer than this is cut at its least similar gap (never between a question and its

@@ -29,6 +29,7 @@ from conversations.claims import RULE_ATTRIBUTES, changes_state, claim, supersed
 from conversations.statements import head_applies, read, readings
 from extraction.dates import undated
 from memory.models import Memory
+from retrieval import fitted
 from retrieval.backends import vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import embedder
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 # many facts have a neighbour that says something else above any looser threshold
 # (see bench/RESULTS.md, "Design notes moved from code comments", DUPLICATE_COSINE).
 # 0.97 with the lexical checks below merges restatements ("… mean a lot" / "… really mean a lot").
-DUPLICATE_COSINE = 0.97
+DUPLICATE_COSINE = fitted.DUPLICATE_COSINE.value  # retrieval/fitted.py: fitted on, date, command
 DUPLICATE_MIN_JACCARD = 0.6  # share of distinct content terms the two statements have in common
 # Below this, two facts are about different things even when a pattern matches both
 # ("Caroline lives in fear of…" is no address).

@@ -1,7 +1,7 @@
 """Document sections: a fact per informative sentence or table row, a summary of the most central sentences.
 
 A sentence in a section is read alone later, so "the company", "该公司" and a he/she with one person
-before it become the name (coreference.DocumentReferents), another anaphoric start ("It", "This")
+before it become the name (document_coreference.DocumentReferents), another anaphoric start ("It", "This")
 gets the section's title as a prefix; relative dates resolve against the passage's own time.
 """
 
@@ -9,7 +9,7 @@ import re
 
 from django.conf import settings
 
-from extraction import coreference, summaries
+from extraction import document_coreference, summaries
 from extraction.base import ExtractionUnit, Passage
 from extraction.candidates import TERMINAL, Candidate, as_datetime, clean, is_statement, says_enough
 from extraction.dates import resolve_relative_dates
@@ -31,7 +31,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
                 text = f"{prefix}: {row}" if prefix else row
                 out.append(Candidate(text, row, [passage.source_id], len(out), is_row=True))
             continue
-        referents = coreference.DocumentReferents()  # "the company", "该公司", "She" → the name, per passage
+        referents = document_coreference.DocumentReferents()  # "the company", "该公司", "She" → the name, per passage
         resolving = getattr(settings, "EXTRACTION_DOCUMENT_COREFERENCE", True)
         for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
@@ -40,7 +40,7 @@ def candidates(unit: ExtractionUnit, passages: list[Passage], label: str) -> lis
                 referents.note(cleaned)
                 out.append(
                     Candidate(
-                        coreference.prefix_topic(text, label),
+                        document_coreference.prefix_topic(text, label),
                         cleaned,
                         [passage.source_id],
                         len(out),

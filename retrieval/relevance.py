@@ -20,6 +20,8 @@ import re
 
 from django.conf import settings
 
+from retrieval import fitted
+
 # Han, kana and hangul: the scripts BM25 over jieba tokens cannot match against Latin words.
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -28,7 +30,7 @@ _LETTER_RUN = re.compile(r"[^\W\d_]+")
 # a Chinese line that names people in English ("第二个种是P. tuckeri，由Frank Paiva与William M. Tucker
 # 发现", CMRC has a few) is mixed — BM25 matches it from either language, so it is not shifted (with a
 # 0.3 cut such lines counted as Latin and were raised for every Chinese question).
-CJK_SHARE = 0.8
+CJK_SHARE = fitted.CJK_SHARE.value  # retrieval/fitted.py: fitted on, date, command
 PROBE_CHARS = 400  # the language of a text is read from its start; a long chunk does not change script
 
 

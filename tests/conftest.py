@@ -15,6 +15,10 @@ from tests.browser_fixtures import browser, console, server  # noqa: F401  (fixt
 from tests.index_fixtures import lite_vector_settings, memory_backed_dir, milvus_lite_uri  # noqa: F401  (fixtures)
 from tests.schema_check import api_schema_check  # noqa: F401  (fixture: responses checked against the schema)
 
+# The index contract is a module shared by the backends' test classes (tests/test_index_contract.py):
+# its asserts explain a failure as a test module's do.
+pytest.register_assert_rewrite("tests.index_contract")
+
 SHARED_DATA = Path(os.environ.get("LOCI_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DOCS = SHARED_DATA / "docs" / "unstructured"
 

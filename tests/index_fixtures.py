@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import pytest
 
-from retrieval.backends.base import SCOPE_FIELDS, IndexFilter, IndexRow
+from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.text import tokenize
 
 DIM = 64
@@ -75,7 +75,11 @@ def make_row(id: str, text: str, *, tenant_id: int = 1, kb_id: int = 1, kind: st
 
 
 def reference_match(row: IndexRow, flt: IndexFilter) -> bool:
-    """IndexFilter semantics in plain Python: every set field narrows, empty tuples do not (kb_ids does)."""
+    """IndexFilter semantics in plain Python: every set field narrows, empty tuples do not (kb_ids does).
+
+    Written from the documented semantics (retrieval/backends/base.py's docstrings), not from any
+    backend's code: the backends that filter in Python (vector_partitions.py) share base.metadata_holds,
+    and an oracle that called it, or copied it, would agree with them whatever they did."""
     return (
         row.tenant_id == flt.tenant_id
         and row.kb_id in flt.kb_ids
@@ -86,24 +90,38 @@ def reference_match(row: IndexRow, flt: IndexFilter) -> bool:
         and (not flt.statuses or row.status in flt.statuses)
         and (flt.user_id is None or row.user_id == flt.user_id)
         and (flt.session_id is None or row.session_id == flt.session_id)
-        and all(getattr(flt, f) is None or getattr(row, f) == getattr(flt, f) for f in SCOPE_FIELDS)
-        and all(_meta_holds(row.metadata, c) for c in flt.metadata)
+        and (flt.agent_id is None or row.agent_id == flt.agent_id)
+        and (flt.group_id is None or row.group_id == flt.group_id)
+        and (flt.run_id is None or row.run_id == flt.run_id)
+        and all(_condition_holds(row.metadata, condition) for condition in flt.metadata)
     )
 
 
-def _meta_holds(metadata: dict, cond) -> bool:
-    """MetadataCondition semantics: strings equal strings, numbers compare by value, ranges only on numbers."""
-    if cond.key not in metadata:
+def _condition_holds(metadata: dict, condition) -> bool:
+    """One MetadataCondition, case by case as its docstring states it: a row without the key never
+    matches; "in" matches a listed value equal to the row's, a string only a string and a number only a
+    number (Python's == already says 3 == 3.0); a range holds for a number only."""
+    if condition.key not in metadata:
         return False
-    value = metadata[cond.key]
-    if cond.op == "in":
-        return any(type(v) is str and type(value) is str and v == value
-                   or type(v) is not str and type(value) is not str and float(v) == float(value)
-                   for v in cond.values)
-    if isinstance(value, str):
+    stored = metadata[condition.key]
+    stored_is_text = isinstance(stored, str)
+    if condition.op == "in":
+        for wanted in condition.values:
+            if isinstance(wanted, str) == stored_is_text and wanted == stored:
+                return True
         return False
-    bound = float(cond.values[0])
-    return {"gt": value > bound, "gte": value >= bound, "lt": value < bound, "lte": value <= bound}[cond.op]
+    if stored_is_text:
+        return False
+    (bound,) = condition.values
+    if condition.op == "gt":
+        return stored > bound
+    if condition.op == "gte":
+        return stored >= bound
+    if condition.op == "lt":
+        return stored < bound
+    if condition.op == "lte":
+        return stored <= bound
+    raise AssertionError(f"no such metadata operator: {condition.op!r}")
 
 
 _LITE = pytest.StashKey[str]()

@@ -1,4 +1,5 @@
-"""The import graph keeps the layout: no cycle between modules or apps, dependencies point one way.
+"""The import graph keeps the layout: no cycle between modules or apps, dependencies point one way; and no
+module grows past MAX_MODULE_LINES.
 
 Reads every project module with `ast` (nothing is imported), so it runs in milliseconds. Run it alone
 with `python -m pytest tests/test_architecture.py`, or `python tests/test_architecture.py` for the
@@ -26,6 +27,7 @@ except a lazily loaded heavy model (HEAVY) and the registrations of an `AppConfi
 """
 
 import ast
+import os
 import sys
 from pathlib import Path
 
@@ -62,6 +64,30 @@ def project_modules() -> dict[str, Path]:
                 parts = parts[:-1]
             modules[".".join(parts)] = path
     return modules
+
+
+# The house style keeps modules to 450 lines: past it a module holds more than one concern.
+# Every Python file of the repository counts (apps, bench/, clients/, tests/), except what is not ours to
+# size: dot-folders (.venv, .git), Django's generated migrations, var/ (models and data), build output.
+MAX_MODULE_LINES = 450
+NOT_SIZED = {"migrations", "var", "node_modules", "__pycache__", "build", "dist"}
+
+
+def python_files() -> list[Path]:
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in NOT_SIZED)
+        found += [Path(folder) / name for name in sorted(files) if name.endswith(".py")]
+    return found
+
+
+def oversized_modules(limit: int = MAX_MODULE_LINES) -> list[str]:
+    out = []
+    for path in python_files():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            out.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    return out
 
 
 def layer_of(module: str) -> str:
@@ -182,6 +208,7 @@ def findings() -> dict[str, list[str]]:
         for target, line, in_ready in imports
         if target not in HEAVY and not in_ready
     )
+    report[f"modules over {MAX_MODULE_LINES} lines"] = oversized_modules()
     return report
 
 
@@ -219,6 +246,18 @@ def test_nothing_uses_ingest_but_through_its_entry_points():
 
 def test_project_modules_are_imported_at_the_top_except_heavy_models():
     assert findings()["function-local imports"] == []
+
+
+def test_it_sizes_every_python_file_of_the_repository_but_generated_ones():
+    sized = {str(path.relative_to(ROOT)) for path in python_files()}
+    assert {"loci/settings.py", "bench/harness.py", "clients/python/loci_client/client.py",
+            "tests/test_architecture.py"} <= sized
+    assert not any("/migrations/" in name or name.startswith(("var/", ".")) for name in sized)
+    assert "loci/settings.py: " in "\n".join(oversized_modules(limit=100))
+
+
+def test_no_module_is_longer_than_450_lines():
+    assert oversized_modules() == []
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ an entity of the query (entities/lookup.py, search/entity_recall.py). A recall l
 reciprocal rank fusion (`rrf`, MRAG_RRF_K), or by the score when MRAG_FUSION is "lr". After the
 final scores: at most MRAG_FACTS_PER_MESSAGE facts of one message (`spread_over_messages`), the
 late-interaction stage on English items (search/late_interaction.py), then the floor and one
-merged rank over every list (search/ranking.py). Where each default comes from: loci/settings.py.
+merged rank over every list (search/ranking.py). Where each default comes from: loci/search_settings.py.
 """
 
 import math
