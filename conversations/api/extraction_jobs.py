@@ -16,7 +16,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conversations import extraction_jobs
+from conversations import actions, extraction_jobs
 from conversations.tasks import queue_on_commit
 from memory.models import ExtractionJob
 from tenants.api.scoping import request_scope
@@ -87,27 +87,51 @@ def wait_options(request, data: dict) -> tuple[bool, float | None]:
     return wait, data.get("timeout")
 
 
+def accumulate(scope, kb, fields: dict, *, wait: bool, timeout: float | None) -> tuple[int, dict]:
+    """POST /memories (and MCP's add_messages): store the turns, then extract here or queue a job."""
+    if not extraction_jobs.queued_extraction():
+        return status.HTTP_200_OK, {**actions.accumulate_messages(scope, kb, **fields), "kb": kb.slug}
+    actions.store_messages(scope, kb, **fields)
+    waiting = actions.pending_messages(kb, fields["user_id"], fields["session_id"]).count()
+    if waiting < 2:  # one turn completes no MemCell: nothing to queue
+        return status.HTTP_200_OK, {"status": "accumulated", "message_count": waiting, "kb": kb.slug}
+    return extract_later(scope, kb, user_id=fields["user_id"], session_id=fields["session_id"],
+                         kind=ExtractionJob.Kind.ACCUMULATE, wait=wait, timeout=timeout, waiting=waiting)
+
+
+def flush(scope, kb, *, user_id: str, session_id: str, wait: bool, timeout: float | None) -> tuple[int, dict]:
+    """POST /memories/flush (and MCP's flush): extract here or queue a job."""
+    if not extraction_jobs.queued_extraction():
+        return status.HTTP_200_OK, actions.flush_session(scope, kb, user_id=user_id, session_id=session_id)
+    return extract_later(scope, kb, user_id=user_id, session_id=session_id, kind=ExtractionJob.Kind.FLUSH,
+                         wait=wait, timeout=timeout)
+
+
 def extract_later(scope, kb, *, user_id: str, session_id: str, kind: str, wait: bool, timeout: float | None,
-                  waiting: int | None = None) -> Response:
+                  waiting: int | None = None) -> tuple[int, dict]:
     """Queue the session's extraction (202 with its job), or, with `wait`, run it here (200)."""
     if wait:
         job, _ = extraction_jobs.record_job(scope, kb, user_id=user_id, session_id=session_id, kind=kind, reuse=False)
-        ran = extraction_jobs.run_job(job.pk, deadline_seconds=timeout)
-        job = ran or job
+        job = extraction_jobs.run_job(job.pk, deadline_seconds=timeout) or job
         if job.status != ExtractionJob.Status.DONE:
             raise ExtractionFailed(f"The extraction failed: {job.error or job.status}. Its turns stay pending; "
                                    f"flush again later ({extraction_jobs.status_url(job)}).")
         answer = {**job.result, "job_id": str(job.pk)}
         if kind == ExtractionJob.Kind.ACCUMULATE:  # as the synchronous answers differ: POST /memories names its KB
             answer["kb"] = kb.slug
-        return Response(answer)
+        return status.HTTP_200_OK, answer
     job, new = extraction_jobs.record_job(scope, kb, user_id=user_id, session_id=session_id, kind=kind)
     if new:
         queue_on_commit(job)
     body = {"status": "queued", "job_id": str(job.pk), "status_url": extraction_jobs.status_url(job), "kb": kb.slug}
     if waiting is not None:
         body["message_count"] = waiting
-    return Response(body, status=status.HTTP_202_ACCEPTED)
+    return status.HTTP_202_ACCEPTED, body
+
+
+def job_in_scope(scope, pk) -> ExtractionJob:
+    return get_object_or_404(ExtractionJob.objects.select_related("kb"), pk=pk, tenant=scope.tenant,
+                             kb_id__in=scope.kb_ids)
 
 
 @extend_schema(parameters=[OpenApiParameter("id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
@@ -116,7 +140,4 @@ class ExtractionJobView(APIView):
 
     @extend_schema(responses=ExtractionJobSerializer)
     def get(self, request, pk):
-        scope = request_scope(request)
-        job = get_object_or_404(ExtractionJob.objects.select_related("kb"), pk=pk, tenant=scope.tenant,
-                                kb_id__in=scope.kb_ids)
-        return Response(extraction_jobs.describe(job))
+        return Response(extraction_jobs.describe(job_in_scope(request_scope(request), pk)))

@@ -24,12 +24,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.api import memory_history
+from conversations.api import extraction_jobs as extraction
 from conversations.api.extraction_jobs import (WAIT_PARAMETER, ExtractionQueuedSerializer, WaitFieldsSerializer,
-                                               extract_later, wait_options)
-from conversations import actions, extraction_jobs
+                                               wait_options)
+from conversations import actions
 from common.pagination import StrictPageNumberPagination
 from memory import curation
-from memory.models import ExtractionJob, Memory
+from memory.models import Memory
 from memory.user_metadata import MetadataError, clean_user_metadata
 from tenants.api.scoping import request_scope, requested_kb
 
@@ -215,17 +216,10 @@ class MemoriesView(APIView):
         data = body.validated_data
         wait, timeout = wait_options(request, data)
         kb = _kb(scope, data.get("kb"))
-        fields = {"user_id": data["user_id"], "session_id": data["session_id"], "messages": data["messages"],
-                  "agent_id": data["agent_id"], "group_id": data["group_id"], "run_id": data["run_id"],
-                  "metadata": data["metadata"]}
-        if not extraction_jobs.queued_extraction():
-            return Response({**actions.accumulate_messages(scope, kb, **fields), "kb": kb.slug})
-        actions.store_messages(scope, kb, **fields)
-        waiting = actions.pending_messages(kb, data["user_id"], data["session_id"]).count()
-        if waiting < 2:  # one turn completes no MemCell: nothing to queue
-            return Response({"status": "accumulated", "message_count": waiting, "kb": kb.slug})
-        return extract_later(scope, kb, user_id=data["user_id"], session_id=data["session_id"],
-                             kind=ExtractionJob.Kind.ACCUMULATE, wait=wait, timeout=timeout, waiting=waiting)
+        fields = {key: data[key] for key in ("user_id", "session_id", "messages", "agent_id", "group_id", "run_id",
+                                             "metadata")}
+        code, body = extraction.accumulate(scope, kb, fields, wait=wait, timeout=timeout)
+        return Response(body, status=code)
 
     @extend_schema(
         parameters=[
@@ -272,10 +266,9 @@ class MemoryFlushView(APIView):
         data = body.validated_data
         wait, timeout = wait_options(request, data)
         kb = _kb(scope, data.get("kb"))
-        if not extraction_jobs.queued_extraction():
-            return Response(actions.flush_session(scope, kb, user_id=data["user_id"], session_id=data["session_id"]))
-        return extract_later(scope, kb, user_id=data["user_id"], session_id=data["session_id"],
-                             kind=ExtractionJob.Kind.FLUSH, wait=wait, timeout=timeout)
+        code, body = extraction.flush(scope, kb, user_id=data["user_id"], session_id=data["session_id"], wait=wait,
+                                      timeout=timeout)
+        return Response(body, status=code)
 
 
 # Routes match ids by regex (so both /x and /x/ resolve); the schema states their type.
