@@ -30,6 +30,9 @@ from tenants.models import KnowledgeBase
 
 log = logging.getLogger(__name__)
 Status = ExtractionJob.Status
+# A finished job is kept this long for its caller to read, then the sweeper deletes it: with an LLM,
+# every POST of two or more turns makes one, and a client reads its answer within minutes.
+FINISHED_JOB_DAYS = 7
 
 
 def queued_extraction() -> bool:
@@ -114,7 +117,7 @@ def wait_for(job: ExtractionJob, seconds: float, *, poll: float = 0.05) -> Extra
 
 def stalled_jobs() -> list[str]:
     """The jobs a dead worker or a lost message left behind, made PENDING again for the caller to send:
-    RUNNING past its lease, PENDING for LOCI_STALLED_QUEUE_SECONDS."""
+    RUNNING past its lease, PENDING for LOCI_STALLED_QUEUE_SECONDS. Finished jobs past FINISHED_JOB_DAYS go."""
     now = timezone.now()
     lapsed = now - timezone.timedelta(seconds=settings.LOCI_EXTRACTION_LEASE_SECONDS)
     waiting = now - timezone.timedelta(seconds=settings.LOCI_STALLED_QUEUE_SECONDS)
@@ -127,6 +130,8 @@ def stalled_jobs() -> list[str]:
             if ExtractionJob.objects.filter(pk=pk, status=status, updated_at=moved).update(
                     status=Status.PENDING, updated_at=now):
                 found.append(str(pk))
+    ExtractionJob.objects.filter(status__in=[Status.DONE, Status.FAILED],
+                                 finished_at__lt=now - timezone.timedelta(days=FINISHED_JOB_DAYS)).delete()
     return found
 
 

@@ -143,6 +143,10 @@ def test_a_job_whose_worker_died_is_taken_over_and_one_alive_is_left_alone(alice
     assert not job.finish({"status": "late"})  # the dead holder's answer, had it woken, is refused
     assert not Message.objects.filter(session_id="s1", segment_id__isnull=True).exists()
 
+    # A week later its answer has been read: the sweeper deletes it.
+    ExtractionJob.objects.filter(pk=job_id).update(finished_at=django_time.now() - timedelta(days=8))
+    assert sweep_extraction_jobs() == [] and not ExtractionJob.objects.filter(pk=job_id).exists()
+
 
 def test_a_job_is_read_only_by_its_tenant(alice, world, hung_model):
     alice.post("/api/v1/memories", {"user_id": "u1", "session_id": "s1", "messages": turns()}, format="json")
@@ -183,3 +187,21 @@ def test_the_queue_can_be_asked_for_without_a_model(alice, settings):
     assert flushed.status_code == 202
     assert run_worker_task(flushed.json()["job_id"]) == "done"
     assert alice.get(flushed.json()["status_url"]).json()["result"]["status"] in ("extracted", "no_extraction")
+
+
+def test_a_failed_extraction_says_why_and_leaves_its_turns_pending(alice, hung_model, settings):
+    from retrieval.embeddings import reset_embedder
+
+    settings.LOCI_EMBEDDER = "openai"  # the fake server's embeddings, which now fail every time
+    settings.EMBEDDING_TIMEOUT = 1.0
+    reset_embedder()
+    hung_model.queue_error("embeddings", 500, "embedding server down", times=500)
+    alice.post("/api/v1/memories", {"user_id": "u1", "session_id": "s1", "messages": turns()}, format="json")
+    failed = alice.post("/api/v1/memories/flush", {"user_id": "u1", "session_id": "s1", "wait": True, "timeout": 1},
+                        format="json")
+    assert failed.status_code == 503, failed.content
+    assert "The extraction failed" in failed.json()["error"]
+    job = ExtractionJob.objects.get(kind="flush")
+    assert job.status == "failed" and job.error
+    assert alice.get(f"/api/v1/memories/jobs/{job.pk}").json()["error"] == job.error
+    assert Message.objects.filter(session_id="s1", segment_id__isnull=True).count() == len(CHAT)

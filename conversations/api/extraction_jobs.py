@@ -10,7 +10,7 @@ See conversations/extraction_jobs.py for when extraction is queued (LOCI_ASYNC_E
 from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
@@ -69,6 +69,19 @@ class ExtractionJobSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     status_url = serializers.CharField()
+
+
+class ExtractionFailedSerializer(serializers.Serializer):
+    error = serializers.CharField(help_text="why the extraction failed; its turns stay pending")
+    detail = serializers.JSONField()
+
+
+# The answers of a POST that may extract, beside its own 200.
+QUEUED_RESPONSES = {
+    202: OpenApiResponse(ExtractionQueuedSerializer, description="extraction queued (an LLM is configured): poll "
+                                                                 "status_url, or send wait=true"),
+    503: OpenApiResponse(ExtractionFailedSerializer, description="wait=true and the extraction failed"),
+}
 
 
 class ExtractionFailed(APIException):

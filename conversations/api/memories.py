@@ -25,8 +25,7 @@ from rest_framework.views import APIView
 
 from conversations.api import memory_history
 from conversations.api import extraction_jobs as extraction
-from conversations.api.extraction_jobs import (WAIT_PARAMETER, ExtractionQueuedSerializer, WaitFieldsSerializer,
-                                               wait_options)
+from conversations.api.extraction_jobs import WAIT_PARAMETER, WaitFieldsSerializer, wait_options
 from conversations import actions
 from common.pagination import StrictPageNumberPagination
 from memory import curation
@@ -208,7 +207,7 @@ class MemoriesView(APIView):
     pagination_class = MemoryPagination  # what GET answers; also how the schema knows it is paginated
 
     @extend_schema(request=AccumulateSerializer, parameters=[WAIT_PARAMETER],
-                   responses={200: AccumulateResultSerializer, 202: ExtractionQueuedSerializer})
+                   responses={200: AccumulateResultSerializer, **extraction.QUEUED_RESPONSES})
     def post(self, request):
         scope = request_scope(request, write=True)
         body = AccumulateSerializer(data=request.data)
@@ -258,7 +257,7 @@ class MemoryFlushView(APIView):
     """Segment and extract everything accumulated for one session."""
 
     @extend_schema(request=FlushSerializer, parameters=[WAIT_PARAMETER],
-                   responses={200: FlushResultSerializer, 202: ExtractionQueuedSerializer})
+                   responses={200: FlushResultSerializer, **extraction.QUEUED_RESPONSES})
     def post(self, request):
         scope = request_scope(request, write=True)
         body = FlushSerializer(data=request.data)

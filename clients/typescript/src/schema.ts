@@ -892,6 +892,11 @@ export interface components {
          * @enum {string}
          */
         EventsEnum: "document.ready" | "document.failed" | "memory.added" | "memory.updated" | "memory.deleted";
+        ExtractionFailed: {
+            /** @description why the extraction failed; its turns stay pending */
+            error: string;
+            detail: unknown;
+        };
         ExtractionJob: {
             /** Format: uuid */
             job_id: string;
@@ -3397,6 +3402,7 @@ export interface operations {
                     "application/json": components["schemas"]["AccumulateResult"];
                 };
             };
+            /** @description extraction queued (an LLM is configured): poll status_url, or send wait=true */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -3466,6 +3472,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description wait=true and the extraction failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionFailed"];
                 };
             };
         };
@@ -3942,6 +3957,7 @@ export interface operations {
                     "application/json": components["schemas"]["FlushResult"];
                 };
             };
+            /** @description extraction queued (an LLM is configured): poll status_url, or send wait=true */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -4011,6 +4027,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description wait=true and the extraction failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionFailed"];
                 };
             };
         };
