@@ -205,3 +205,23 @@ def test_a_failed_extraction_says_why_and_leaves_its_turns_pending(alice, hung_m
     assert job.status == "failed" and job.error
     assert alice.get(f"/api/v1/memories/jobs/{job.pk}").json()["error"] == job.error
     assert Message.objects.filter(session_id="s1", segment_id__isnull=True).count() == len(CHAT)
+
+
+def test_a_queued_job_keeps_what_the_model_wrote(alice, fake_openai):  # noqa: F811
+    from tests.test_agent_cases import CASE_PROMPT_WORDS, GERMAN
+    from tests.test_agent_cases import turns as agent_turns
+
+    fake_openai.queue_json_for(CASE_PROMPT_WORDS, {
+        "task": "Repair the failing date tests.", "outcome": "Weeks start on Monday and all date tests pass.",
+        "steps": [{"text": "Run the date tests", "tool": "run_tests", "messages": [2, 3], "error": "fails"}],
+        "evidence": [{"kind": "user_positive", "message": 7, "text": "Super, danke!"}]})
+    body = {"user_id": "u1", "session_id": "de", "agent_id": "dev-bot", "messages": agent_turns("de", GERMAN)}
+    assert alice.post("/api/v1/memories", body, format="json").status_code == 202
+    flushed = alice.post("/api/v1/memories/flush", {"user_id": "u1", "session_id": "de"}, format="json").json()
+    assert flushed["status"] == "queued" and not Memory.objects.exists()
+
+    assert run_worker_task(flushed["job_id"]) == "done"
+    assert alice.get(flushed["status_url"]).json()["result"]["episodes"] >= 1
+    case = alice.get("/api/v1/memories", {"user_id": "u1", "agent_id": "dev-bot",
+                                          "memory_type": "agent_case"}).json()["results"]
+    assert [(c["extraction_mode"], "Repair the failing date tests" in c["text"]) for c in case] == [("llm", True)]
