@@ -153,11 +153,13 @@ MEMORY_COUNTS = ("episodes", "facts", "merged_duplicates", "superseded")
 def post_session(client, user_id: str, session_id: str, messages: list[dict], stats: dict) -> None:
     """Post one session's messages (500 a request) and flush it; add the memories made to `stats`.
 
-    A post extracts the MemCells it completes, the flush the rest."""
+    A post extracts the MemCells it completes, the flush the rest; `wait`, so that with an LLM they do
+    so in the request too (else they answer 202 and a worker extracts)."""
     results = [call(client, "post", "/api/v1/memories",
-                    {"user_id": user_id, "session_id": session_id, "messages": messages[at:at + 500]})
+                    {"user_id": user_id, "session_id": session_id, "messages": messages[at:at + 500], "wait": True})
                for at in range(0, len(messages), 500)]
-    results.append(call(client, "post", "/api/v1/memories/flush", {"user_id": user_id, "session_id": session_id}))
+    results.append(call(client, "post", "/api/v1/memories/flush",
+                        {"user_id": user_id, "session_id": session_id, "wait": True}))
     stats["messages"] += len(messages)
     for result in results:
         for key in MEMORY_COUNTS:

@@ -106,10 +106,9 @@ def pending_messages(kb: KnowledgeBase, user_id: str, session_id: str):
     return Message.objects.filter(kb=kb, user_id=user_id, session_id=session_id, segment_id__isnull=True)
 
 
-def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, messages: list[dict],
-                        agent_id: str = "", group_id: str = "", run_id: str = "",
-                        metadata: dict | None = None) -> dict:
-    """Store the turns at once (idempotent by message id), then extract the MemCells they complete."""
+def store_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, messages: list[dict],
+                   agent_id: str = "", group_id: str = "", run_id: str = "", metadata: dict | None = None) -> None:
+    """Store the turns at once, idempotent by message id (a re-post stores nothing twice)."""
     rows, seen = [], set()
     for m in messages:
         sender = m.get("sender_name") or m.get("sender_id") or m.get("role") or ""
@@ -124,8 +123,20 @@ def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, sessio
     with transaction.atomic():
         # The unique (kb, user_id, session_id, message_id) constraint makes a re-post a no-op.
         Message.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, messages: list[dict],
+                        agent_id: str = "", group_id: str = "", run_id: str = "",
+                        metadata: dict | None = None) -> dict:
+    """Store the turns at once (idempotent by message id), then extract the MemCells they complete."""
+    store_messages(scope, kb, user_id=user_id, session_id=session_id, messages=messages, agent_id=agent_id,
+                   group_id=group_id, run_id=run_id, metadata=metadata)
     counts = extract_session(scope, kb, user_id=user_id, session_id=session_id, final=False)
-    waiting = pending_messages(kb, user_id, session_id).count()
+    return accumulate_answer(counts, pending_messages(kb, user_id, session_id).count())
+
+
+def accumulate_answer(counts: ExtractionCounts, waiting: int) -> dict:
+    """POST /memories' answer: `waiting` turns still pending after the extraction `counts` describes."""
     if not counts.segments:
         return {"status": "accumulated", "message_count": waiting}
     return {"status": "extracted", "message_count": waiting, "forced": bool(counts.forced), **counts.as_dict()}
@@ -133,21 +144,29 @@ def accumulate_messages(scope: Scope, kb: KnowledgeBase, *, user_id: str, sessio
 
 def flush_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str) -> dict:
     """Segment and extract everything accumulated for the session, the tail included."""
-    counts = extract_session(scope, kb, user_id=user_id, session_id=session_id, final=True)
+    return flush_answer(extract_session(scope, kb, user_id=user_id, session_id=session_id, final=True))
+
+
+def flush_answer(counts: ExtractionCounts) -> dict:
     if not counts.segments:
         return {"status": "no_extraction"}
     return {"status": "extracted", **counts.as_dict()}
 
 
-def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, final: bool) -> ExtractionCounts:
+def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id: str, final: bool,
+                    deadline_seconds: float | None = None) -> ExtractionCounts:
     """Cut the session's pending turns into MemCells and extract every complete one.
 
-    Its LLM steps, every MemCell's together, share LLM_FLUSH_DEADLINE_SECONDS; past it the rules."""
+    Its LLM steps, every MemCell's together, share LLM_FLUSH_DEADLINE_SECONDS (or the shorter
+    `deadline_seconds` a waiting caller asked for); past it the rules."""
     pending = list(pending_messages(kb, user_id, session_id).order_by("timestamp", "id"))
     counts = ExtractionCounts()
     if not pending:
         return counts
-    with llm_scope(seconds=settings.LLM_FLUSH_DEADLINE_SECONDS, tenant_id=kb.tenant_id):
+    seconds = settings.LLM_FLUSH_DEADLINE_SECONDS  # 0: none
+    if deadline_seconds is not None and (not seconds or deadline_seconds < seconds):
+        seconds = deadline_seconds
+    with llm_scope(seconds=seconds, tenant_id=kb.tenant_id):
         _extract_streams(scope, kb, pending, final=final, counts=counts)
     return counts
 

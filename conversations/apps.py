@@ -4,7 +4,7 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     """Conversation memory: chat turns into MemCells, episodes, facts, foresight, profiles and agent skills,
     and the memories REST surface (/api/v1/memories…, /api/v1/profiles/…). No models of its own: its rows
-    are the core's (memory.models)."""
+    are the core's (memory.models), extraction jobs included."""
 
     name = "conversations"
     default_auto_field = "django.db.models.BigAutoField"
@@ -14,3 +14,11 @@ class ConversationsConfig(AppConfig):
         from conversations import profiles_sync
 
         profiles_sync.connect()  # profiles follow deletes and edits of the facts they cite
+
+        from celery import signals
+
+        from conversations.job_sweeper import start_job_sweeper, stop_job_sweeper
+
+        # In the worker's main process: a job a killed worker held is sent again by the next sweep.
+        signals.worker_ready.connect(start_job_sweeper, dispatch_uid="conversations.start_job_sweeper")
+        signals.worker_shutdown.connect(stop_job_sweeper, dispatch_uid="conversations.stop_job_sweeper")

@@ -31,12 +31,14 @@ from rest_framework.utils.encoders import JSONEncoder
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from here before Python 3.12
 
 from ingest.actions import ingest_document
+from conversations.api import extraction_jobs as extraction
 from conversations.api.agent_feedback import FeedbackSerializer, give_feedback
 from conversations.api.memories import (AccumulateSerializer, MemoryPagination, MemorySerializer, ScopeFieldsSerializer,
                                   listed_memories)
 from conversations.api.profiles import user_profile
 from ingest.api.serializers import DocumentSerializer
 from conversations import actions as conversation
+from conversations.extraction_jobs import describe as describe_job
 from conversations.memory_edits import history_entry
 from conversations.memory_edits import memory_history as history_rows  # a tool below is named memory_history
 from ingest.upload_limits import limit_megabytes
@@ -93,37 +95,53 @@ def build_server(key_for: KeyFor) -> MCPServer:
     @server.tool()
     async def add_messages(user_id: str, session_id: str, messages: list[ChatMessage], ctx: Context,
                            kb: str | None = None, agent_id: str = "", group_id: str = "", run_id: str = "",
-                           metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Store chat turns of one session; the MemCells they complete are extracted into memories at once.
+                           metadata: dict[str, Any] | None = None, wait: bool = True) -> dict[str, Any]:
+        """Store chat turns of one session and extract the MemCells they complete into memories.
 
         agent_id, group_id, run_id scope the memories (a search sees an agent's only when it names the
-        agent); metadata (up to 16 string or number values) is kept on each memory and filterable."""
+        agent); metadata (up to 16 string or number values) is kept on each memory and filterable.
+        wait (default true, so the answer says what was extracted, as it always did): extract in this
+        call. wait=false: where an LLM is configured the extraction is queued to a worker and the answer
+        is {"status": "queued", "job_id"}; extraction_job(job_id) tells when it is done."""
         body = {"user_id": user_id, "session_id": session_id, "messages": messages, "agent_id": agent_id,
                 "group_id": group_id, "run_id": run_id, "metadata": metadata or {}, **({"kb": kb} if kb else {})}
 
         def work(scope):
             data = _valid(AccumulateSerializer, body)
             target = conversation.conversation_kb(scope, data.get("kb"))
-            result = conversation.accumulate_messages(
-                scope, target, user_id=data["user_id"], session_id=data["session_id"], messages=data["messages"],
-                agent_id=data["agent_id"], group_id=data["group_id"], run_id=data["run_id"],
-                metadata=data["metadata"])
-            return {**result, "kb": target.slug}
+            fields = {key: data[key] for key in ("user_id", "session_id", "messages", "agent_id", "group_id",
+                                                 "run_id", "metadata")}
+            return extraction.accumulate(scope, target, fields, wait=wait, timeout=None)[1]
 
         return await act(ctx, work, write=True)
 
     @server.tool()
-    async def flush(user_id: str, session_id: str, ctx: Context, kb: str | None = None) -> dict[str, Any]:
-        """Extract everything accumulated for a session, the unfinished tail included."""
+    async def flush(user_id: str, session_id: str, ctx: Context, kb: str | None = None,
+                    wait: bool = True) -> dict[str, Any]:
+        """Extract everything accumulated for a session, the unfinished tail included; wait as in add_messages."""
         body = {"user_id": user_id, "session_id": session_id, **({"kb": kb} if kb else {})}
 
         def work(scope):
             data = _valid(ScopeFieldsSerializer, body)
             target = conversation.conversation_kb(scope, data.get("kb"))
-            return {**conversation.flush_session(scope, target, user_id=data["user_id"],
-                                                 session_id=data["session_id"]), "kb": target.slug}
+            answer = extraction.flush(scope, target, user_id=data["user_id"], session_id=data["session_id"],
+                                      wait=wait, timeout=None)[1]
+            return {**answer, "kb": target.slug}
 
         return await act(ctx, work, write=True)
+
+    @server.tool()
+    async def extraction_job(job_id: str, ctx: Context) -> dict[str, Any]:
+        """A queued extraction (add_messages or flush with wait=false): pending, running, done with its
+        result, or failed with its reason."""
+        def work(scope):
+            try:
+                pk = uuid.UUID(str(job_id))
+            except ValueError:
+                raise ToolError(f"'{job_id}' is not a job id (a UUID).") from None
+            return describe_job(extraction.job_in_scope(scope, pk))
+
+        return await act(ctx, work)
 
     @server.tool(name="search")
     async def search_memories(query: str, ctx: Context,

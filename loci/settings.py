@@ -285,6 +285,15 @@ LOCI_STAGE_LEASE_SECONDS = env_int("LOCI_STAGE_LEASE_SECONDS", 60, minimum=1)
 # How often each worker (and `up`) looks for stages whose lease ran out, and documents waiting for
 # their next stage for longer than LOCI_STALLED_QUEUE_SECONDS (their message may be lost).
 LOCI_SWEEP_INTERVAL_SECONDS = env_float("LOCI_SWEEP_INTERVAL_SECONDS", 30.0, minimum=0.2)
+# Conversation extraction off the request path (conversations/extraction_jobs.py): "llm" queues it to a
+# worker only where a model is configured (the rules alone answer a flush in well under a second:
+# bench/RESULTS.md, issue 37 item 2), "always", or "never" (every request extracts, as before).
+LOCI_ASYNC_EXTRACTION = env_choice("LOCI_ASYNC_EXTRACTION", "llm", {"llm", "always", "never"})
+# A running extraction job renews its lease every third of this; one not renewed for this long (its
+# worker died) is taken over. Longer than a heartbeat can be late, far shorter than a flush's deadline.
+LOCI_EXTRACTION_LEASE_SECONDS = env_float("LOCI_EXTRACTION_LEASE_SECONDS", 60.0, minimum=1.0)
+# The longest a `wait` request (POST /memories…, ?wait=true) may ask to be held for its extraction.
+LOCI_EXTRACTION_WAIT_MAX_SECONDS = env_float("LOCI_EXTRACTION_WAIT_MAX_SECONDS", 300.0, minimum=1.0)
 LOCI_STALLED_QUEUE_SECONDS = env_int("LOCI_STALLED_QUEUE_SECONDS", 900, minimum=1)
 # How long a stage retries an engine (embedding server, Milvus, OpenSearch, database) that does not
 # answer, with backoff, before the document fails with a reason naming it.

@@ -420,3 +420,6 @@ class CaseCluster(models.Model):
 
     def __str__(self):
         return f"cluster {self.pk} of {self.user_id}/{self.agent_id}: {len(self.case_ids)} cases"
+
+
+from memory.jobs import ExtractionJob  # noqa: E402, F401  (registered with the core's rows; see memory/jobs.py)

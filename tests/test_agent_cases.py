@@ -65,9 +65,12 @@ def alice(world):
 
 
 def transcript(client, committed, session, lines, *, agent="dev-bot", user="u1", start=T0):
-    body = {"user_id": user, "session_id": session, "agent_id": agent, "messages": turns(session, lines, start)}
+    # wait: where a model is configured the extraction would be queued; these tests read its memories at once.
+    body = {"user_id": user, "session_id": session, "agent_id": agent, "messages": turns(session, lines, start),
+            "wait": True}
     assert committed(client.post, "/api/v1/memories", body, format="json").status_code == 200
-    flushed = committed(client.post, "/api/v1/memories/flush", {"user_id": user, "session_id": session}, format="json")
+    flushed = committed(client.post, "/api/v1/memories/flush", {"user_id": user, "session_id": session, "wait": True},
+                        format="json")
     assert flushed.status_code == 200, flushed.content
 
 

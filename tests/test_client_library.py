@@ -53,8 +53,10 @@ def server(tmp_path_factory):
 
     var = tmp_path_factory.mktemp("client")
     port = free_port()
+    # LOCI_ASYNC_EXTRACTION=always: the extraction of POST /memories and flush goes through the queue, as
+    # where an LLM is configured, so the clients' `wait` polls jobs that the real worker runs.
     env = app_env(var, LOCI_MAX_UPLOAD_MB="1", LOCI_TRUSTED_PROXIES="1", LOCI_API_KEY_FAILURES_PER_IP="2",
-                  LOCI_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
+                  LOCI_WEBHOOK_ALLOWED_HOSTS="127.0.0.1", LOCI_ASYNC_EXTRACTION="always")
     manage(env, "migrate", "--no-input", "-v", "0")
     keys = json.loads(manage(env, "shell", "-c", SETUP).stdout.strip().splitlines()[-1])
     base = f"http://127.0.0.1:{port}"
@@ -94,7 +96,9 @@ def test_memories_are_added_flushed_found_with_sources_and_deleted(server):
         added = loci.memories.add("u1", "dogs", turns("I adopted a greyhound named Biscuit last spring.",
                                                       "Lovely, how is Biscuit settling in?"), kb="conversations")
         assert added["status"] == "accumulated" and added["kb"] == "conversations"
-        assert loci.memories.flush("u1", "dogs", kb="conversations")["status"] == "extracted"
+        flushed = loci.memories.flush("u1", "dogs", kb="conversations")
+        assert flushed["status"] == "extracted" and flushed["job_id"]  # the worker's job, awaited by polling
+        assert loci.memories.job(flushed["job_id"])["result"]["episodes"] == flushed["episodes"] == 1
 
         found = loci.search("greyhound Biscuit", method="hybrid", top_k=5, filters={"user_id": "u1"})
         fact = found["facts"][0]
@@ -109,6 +113,20 @@ def test_memories_are_added_flushed_found_with_sources_and_deleted(server):
         assert loci.memories.delete(page["results"][0]["id"])["deleted"] >= 2  # the episode with its facts
         with pytest.raises(NotFound):
             loci.memories.get(fact["id"])
+
+
+def test_without_wait_a_queued_extraction_answers_with_its_job(server):
+    base, keys = server
+    with Loci(base, keys["alice"]) as loci:
+        queued = loci.memories.add("u1", "cats", turns("My cat Tofu is afraid of the vacuum cleaner.",
+                                                       "Poor Tofu! Does she hide?"), kb="conversations", wait=False)
+        assert queued["status"] == "queued" and queued["message_count"] == 2 and queued["kb"] == "conversations"
+        deadline = time.monotonic() + 120
+        while (job := loci.memories.job(queued["job_id"]))["status"] not in ("done", "failed"):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+        assert job["status"] == "done" and job["kind"] == "accumulate" and job["attempts"] == 1
+        assert job["result"]["status"] in ("accumulated", "extracted")
 
 
 def test_a_document_is_uploaded_processed_by_the_worker_and_found_by_its_chunks(server, tmp_path):

@@ -46,12 +46,13 @@ def search(client, query, **extra):
 
 
 def ingest(client, committed, *, user="u1", session="s1", chat=CHAT, prefix="m", start=T0, kb=None):
-    body = {"user_id": user, "session_id": session, "messages": messages(chat, prefix, start)}
+    # wait: with an LLM configured (tests that import this) the extraction happens in the request, not queued.
+    body = {"user_id": user, "session_id": session, "messages": messages(chat, prefix, start), "wait": True}
     if kb:
         body["kb"] = kb
     assert committed(post, client, body).status_code == 200
-    response = committed(post, client, {"user_id": user, "session_id": session, **({"kb": kb} if kb else {})},
-                         "/api/v1/memories/flush")
+    response = committed(post, client, {"user_id": user, "session_id": session, "wait": True,
+                                        **({"kb": kb} if kb else {})}, "/api/v1/memories/flush")
     assert response.status_code == 200, response.content
     return response.json()
 

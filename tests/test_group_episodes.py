@@ -31,10 +31,11 @@ def alice(world):
 def post_chat(client, committed, lines, *, group="team-7", session="standup"):
     messages = [{"message_id": f"{session}-{i}", "sender_id": who.lower(), "sender_name": who, "content": text,
                  "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i, (who, text) in enumerate(lines)]
-    body = {"user_id": "team-owner", "session_id": session, "group_id": group, "messages": messages}
+    # wait: where a model is configured the extraction would be queued; these tests read its memories at once.
+    body = {"user_id": "team-owner", "session_id": session, "group_id": group, "messages": messages, "wait": True}
     assert committed(client.post, "/api/v1/memories", body, format="json").status_code == 200
-    flushed = committed(client.post, "/api/v1/memories/flush", {"user_id": "team-owner", "session_id": session},
-                        format="json")
+    flushed = committed(client.post, "/api/v1/memories/flush",
+                        {"user_id": "team-owner", "session_id": session, "wait": True}, format="json")
     assert flushed.status_code == 200, flushed.content
     assert Memory.objects.filter(session_id=session, kind="episode").exclude(
         metadata__episode_type="personal").count() == 1
@@ -81,9 +82,9 @@ def test_a_chat_of_two_without_a_group_stays_one_episode(alice, committed):
     messages = [{"message_id": f"p{i}", "sender_name": who, "sender_id": who.lower(), "content": text,
                  "timestamp": (T0 + timedelta(minutes=i)).isoformat()}
                 for i, (who, text) in enumerate(STANDUP[:3])]
-    body = {"user_id": "u1", "session_id": "pair", "messages": messages[:2]}
+    body = {"user_id": "u1", "session_id": "pair", "messages": messages[:2], "wait": True}
     committed(alice.post, "/api/v1/memories", body, format="json")
-    committed(alice.post, "/api/v1/memories/flush", {"user_id": "u1", "session_id": "pair"}, format="json")
+    committed(alice.post, "/api/v1/memories/flush", {"user_id": "u1", "session_id": "pair", "wait": True}, format="json")
     assert Memory.objects.filter(kind="episode").count() == 1
     assert "episode_type" not in Memory.objects.get(kind="episode").metadata
 

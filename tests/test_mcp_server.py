@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 TOOLS = {"add_messages", "flush", "search", "get_memory", "update_memory", "delete_memory", "upload_document",
          "document_status", "list_knowledge_bases", "list_memories", "memory_history", "get_profile",
-         "record_feedback"}
+         "record_feedback", "extraction_job"}
 
 # Run in `manage.py shell`: tenants, keys and one remembered session per KB, through the domain actions.
 SETUP = """
@@ -137,6 +137,27 @@ def turns(*lines: str) -> list[dict]:
 
 
 # --- stdio -------------------------------------------------------------------------------------------------------
+
+
+def test_stdio_wait_false_answers_with_a_job_and_wait_extracts_in_the_call(installation):
+    """Where extraction is queued (as with an LLM; here asked for with LOCI_ASYNC_EXTRACTION=always)."""
+    env, keys = installation
+
+    async def scenario():
+        async with stdio({**env, "LOCI_ASYNC_EXTRACTION": "always"}, keys["alice"]) as client:
+            lines = turns("I repaired my grandfather's clock last weekend.", "Does it keep time now?")
+            queued = await call(client, "add_messages", user_id="u7", session_id="clock", messages=lines,
+                                wait=False)
+            assert queued["status"] == "queued" and queued["message_count"] == 2
+            job = await call(client, "extraction_job", job_id=queued["job_id"])
+            assert (job["status"], job["kind"], job["result"]) == ("pending", "accumulate", None)
+            flushed = await call(client, "flush", user_id="u7", session_id="clock")  # wait: extracted here
+            assert flushed["status"] == "extracted" and flushed["episodes"] == 1 and flushed["kb"] == "conversations"
+            done = await call(client, "extraction_job", job_id=flushed["job_id"])
+            assert done["status"] == "done" and done["result"]["episodes"] == 1
+            assert "not a job id" in await refusal(client, "extraction_job", job_id="nope")
+
+    asyncio.run(scenario())
 
 def test_stdio_adds_flushes_searches_edits_and_deletes_memories_with_their_sources(installation):
     env, keys = installation

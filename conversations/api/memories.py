@@ -9,7 +9,9 @@
     GET    /api/v1/memories/{id}/history  every ADD / UPDATE / DELETE of it
     DELETE /api/v1/memories/{id}       delete one memory (an episode with its facts)
 
-Extraction runs synchronously inside the request: a request holds at most 500 turns.
+A request holds at most 500 turns. Where an LLM is configured, the extraction a POST triggers is queued
+to a worker and the POST answers 202 with a job to poll (GET /api/v1/memories/jobs/{id}); with
+"wait": true it runs in the request, as it always does with the rules alone (conversations/api/extraction_jobs.py).
 """
 
 from django.db.models import Q
@@ -22,6 +24,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.api import memory_history
+from conversations.api import extraction_jobs as extraction
+from conversations.api.extraction_jobs import WAIT_PARAMETER, WaitFieldsSerializer, wait_options
 from conversations import actions
 from common.pagination import StrictPageNumberPagination
 from memory import curation
@@ -68,7 +72,11 @@ def _user_metadata(value):
         raise ValidationError(str(exc)) from None
 
 
-class AccumulateSerializer(ScopeFieldsSerializer):
+class FlushSerializer(ScopeFieldsSerializer, WaitFieldsSerializer):
+    pass
+
+
+class AccumulateSerializer(ScopeFieldsSerializer, WaitFieldsSerializer):
     agent_id = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
                                      validators=[_not_any_agent],
                                      help_text="the agent these turns are memories of; a search sees them only "
@@ -112,6 +120,7 @@ class ExtractionCountsSerializer(serializers.Serializer):
     facts = serializers.IntegerField(required=False)
     merged_duplicates = serializers.IntegerField(required=False, help_text="facts merged into an existing one")
     superseded = serializers.IntegerField(required=False)
+    job_id = serializers.UUIDField(required=False, help_text="the extraction job, where one ran (wait=true)")
 
 
 class AccumulateResultSerializer(ExtractionCountsSerializer):
@@ -197,18 +206,19 @@ class MemoriesView(APIView):
 
     pagination_class = MemoryPagination  # what GET answers; also how the schema knows it is paginated
 
-    @extend_schema(request=AccumulateSerializer, responses={200: AccumulateResultSerializer})
+    @extend_schema(request=AccumulateSerializer, parameters=[WAIT_PARAMETER],
+                   responses={200: AccumulateResultSerializer, **extraction.QUEUED_RESPONSES})
     def post(self, request):
         scope = request_scope(request, write=True)
         body = AccumulateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        wait, timeout = wait_options(request, data)
         kb = _kb(scope, data.get("kb"))
-        result = actions.accumulate_messages(scope, kb, user_id=data["user_id"], session_id=data["session_id"],
-                                             messages=data["messages"], agent_id=data["agent_id"],
-                                             group_id=data["group_id"], run_id=data["run_id"],
-                                             metadata=data["metadata"])
-        return Response({**result, "kb": kb.slug})
+        fields = {key: data[key] for key in ("user_id", "session_id", "messages", "agent_id", "group_id", "run_id",
+                                             "metadata")}
+        code, body = extraction.accumulate(scope, kb, fields, wait=wait, timeout=timeout)
+        return Response(body, status=code)
 
     @extend_schema(
         parameters=[
@@ -246,14 +256,18 @@ class MemoriesView(APIView):
 class MemoryFlushView(APIView):
     """Segment and extract everything accumulated for one session."""
 
-    @extend_schema(request=ScopeFieldsSerializer, responses={200: FlushResultSerializer})
+    @extend_schema(request=FlushSerializer, parameters=[WAIT_PARAMETER],
+                   responses={200: FlushResultSerializer, **extraction.QUEUED_RESPONSES})
     def post(self, request):
         scope = request_scope(request, write=True)
-        body = ScopeFieldsSerializer(data=request.data)
+        body = FlushSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        wait, timeout = wait_options(request, data)
         kb = _kb(scope, data.get("kb"))
-        return Response(actions.flush_session(scope, kb, user_id=data["user_id"], session_id=data["session_id"]))
+        code, body = extraction.flush(scope, kb, user_id=data["user_id"], session_id=data["session_id"], wait=wait,
+                                      timeout=timeout)
+        return Response(body, status=code)
 
 
 # Routes match ids by regex (so both /x and /x/ resolve); the schema states their type.

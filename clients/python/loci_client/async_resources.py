@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loci_client import jobs
 from loci_client.endpoints import FINISHED, _all_pages_async, _calls, _upload_kb, _without_none
 from loci_client.types import (
     AddResult,
@@ -33,12 +34,24 @@ class AsyncMemories:
 
     async def add(self, user_id: str, session_id: str, messages: Iterable[ChatMessage | dict], *,
                   kb: str | None = None, agent_id: str | None = None, group_id: str | None = None,
-                  run_id: str | None = None, metadata: dict | None = None) -> AddResult:
-        return await self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id,
-                                                   metadata))
+                  run_id: str | None = None, metadata: dict | None = None, wait: bool = True,
+                  timeout: float = 600.0) -> AddResult:
+        """As `Loci.memories.add`: wait=True awaits a queued extraction's answer (polling its job)."""
+        answer = await self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id,
+                                                     metadata))
+        return await self._settled(answer, wait, timeout)
 
-    async def flush(self, user_id: str, session_id: str, *, kb: str | None = None) -> FlushResult:
-        return await self._client._send(_calls.flush(user_id, session_id, kb))
+    async def flush(self, user_id: str, session_id: str, *, kb: str | None = None, wait: bool = True,
+                    timeout: float = 600.0) -> FlushResult:
+        return await self._settled(await self._client._send(_calls.flush(user_id, session_id, kb)), wait, timeout)
+
+    async def job(self, job_id: str) -> dict:
+        return await self._client._send(_calls.job_by_id(job_id))
+
+    async def _settled(self, answer, wait: bool, timeout: float):
+        if not (wait and jobs.is_queued(answer)):
+            return answer
+        return await jobs.wait_async(lambda url: self._client._send(_calls.job(url)), answer, timeout)
 
     async def list(self, **filters) -> MemoryPage:
         return await self._client._send(_calls.list_memories(**filters))

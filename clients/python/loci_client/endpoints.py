@@ -70,6 +70,14 @@ class _calls:
         return _Call(method, f"/api/v1/memories/{_segment(memory_id)}", body)
 
     @staticmethod
+    def job(status_url: str) -> _Call:
+        return _Call("GET", status_url)
+
+    @staticmethod
+    def job_by_id(job_id: str) -> _Call:
+        return _Call("GET", f"/api/v1/memories/jobs/{_segment(job_id)}")
+
+    @staticmethod
     def memory_history(memory_id: str) -> _Call:
         return _Call("GET", f"/api/v1/memories/{_segment(memory_id)}/history")
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loci_client import jobs
 from loci_client.endpoints import FINISHED, _all_pages, _calls, _upload_kb, _without_none
 from loci_client.types import (
     AddResult,
@@ -33,14 +34,32 @@ class Memories:
 
     def add(self, user_id: str, session_id: str, messages: Iterable[ChatMessage | dict], *, kb: str | None = None,
             agent_id: str | None = None, group_id: str | None = None, run_id: str | None = None,
-            metadata: dict | None = None) -> AddResult:
-        """Post chat turns (1–500); the MemCells they complete are extracted at once. agent_id, group_id and
-        run_id scope the memories; metadata (string or number values) is kept on each and filterable."""
-        return self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id, metadata))
+            metadata: dict | None = None, wait: bool = True, timeout: float = 600.0) -> AddResult:
+        """Post chat turns (1–500) and extract the MemCells they complete. agent_id, group_id and run_id scope
+        the memories; metadata (string or number values) is kept on each and filterable.
 
-    def flush(self, user_id: str, session_id: str, *, kb: str | None = None) -> FlushResult:
-        """Extract everything accumulated for the session, the unfinished tail included."""
-        return self._client._send(_calls.flush(user_id, session_id, kb))
+        wait=True (the default, so code written before extraction was queued keeps its answer): where the
+        server queues extraction (an LLM is configured) this polls the job until it is done and returns the
+        answer the synchronous request gives; no HTTP request is held while the model works, and
+        TimeoutError comes after `timeout` s. wait=False returns the server's answer as it is: with the
+        rules alone the extraction's, else {"status": "queued", "job_id", "status_url"} (see `job`)."""
+        answer = self._client._send(_calls.add(user_id, session_id, messages, kb, agent_id, group_id, run_id,
+                                               metadata))
+        return self._settled(answer, wait, timeout)
+
+    def flush(self, user_id: str, session_id: str, *, kb: str | None = None, wait: bool = True,
+              timeout: float = 600.0) -> FlushResult:
+        """Extract everything accumulated for the session, the unfinished tail included; `wait` as in `add`."""
+        return self._settled(self._client._send(_calls.flush(user_id, session_id, kb)), wait, timeout)
+
+    def job(self, job_id: str) -> dict:
+        """An extraction job: pending, running, done (with `result`) or failed (with `error`)."""
+        return self._client._send(_calls.job_by_id(job_id))
+
+    def _settled(self, answer, wait: bool, timeout: float):
+        if not (wait and jobs.is_queued(answer)):
+            return answer
+        return jobs.wait(lambda url: self._client._send(_calls.job(url)), answer, timeout)
 
     def list(self, **filters) -> MemoryPage:
         """One page of memories: memory_type, user_id, session_id, kb, status, start, end, ordering, page, page_size."""

@@ -21,19 +21,23 @@ class ChatMessage(TypedDict):
 
 
 class AddResult(TypedDict):
-    status: Literal["accumulated", "extracted"]
+    status: Literal["accumulated", "extracted", "queued"]  # queued: only with wait=False (see job_id)
     message_count: int
     kb: str
     segments: NotRequired[int]
     episodes: NotRequired[int]
     facts: NotRequired[int]
+    job_id: NotRequired[str]  # the extraction job, where one ran
+    status_url: NotRequired[str]  # queued: GET it (or `memories.job(job_id)`) for the answer
 
 
 class FlushResult(TypedDict):
-    status: Literal["extracted", "no_extraction"]
+    status: Literal["extracted", "no_extraction", "queued"]  # queued: only with wait=False (see job_id)
     segments: NotRequired[int]
     episodes: NotRequired[int]
     facts: NotRequired[int]
+    job_id: NotRequired[str]
+    status_url: NotRequired[str]
 
 
 class Source(TypedDict, total=False):

@@ -16,6 +16,8 @@ export type SearchResponse = Schemas["SearchResponse"];
 export type MessageRequest = Schemas["MessageRequest"];
 export type AccumulateResult = Schemas["AccumulateResult"];
 export type FlushResult = Schemas["FlushResult"];
+export type ExtractionQueued = Schemas["ExtractionQueued"];
+export type ExtractionJob = Schemas["ExtractionJob"];
 export type Memory = Schemas["Memory"];
 export type MemoryHistory = Schemas["History"];
 export type Profile = Schemas["Profile"];
@@ -64,6 +66,22 @@ const BY_STATUS: Record<number, typeof LociError> = {
 };
 
 const FINISHED = new Set(["ready", "failed"]);
+const JOB_FINISHED = new Set(["done", "failed"]);
+
+/**
+ * How add and flush treat a queued extraction (the server queues it where an LLM is configured and answers
+ * 202 with a job). wait: true (the default, so code written before extraction was queued keeps its answer)
+ * polls the job until it is done and resolves with the answer the synchronous request gives; no HTTP request
+ * is held while the model works, and it rejects after timeoutMs. wait: false resolves with the server's answer
+ * as it is: with the rules alone the extraction's, else { status: "queued", job_id, status_url } (see job()).
+ */
+type AddOptions = { kb?: string; agentId?: string; groupId?: string };
+
+export interface WaitOptions {
+  wait?: boolean;
+  /** Milliseconds to poll a queued job before rejecting (default 600 s). */
+  timeoutMs?: number;
+}
 
 export interface LociOptions {
   /** The knowledge base uploads go to when none is named. */
@@ -173,19 +191,53 @@ async function allPages<T>(client: Loci, path: string, query: Query = {}): Promi
 class Memories {
   constructor(private readonly client: Loci) {}
 
-  /** Post chat turns (1–500); the MemCells they complete are extracted at once. */
+  /** Post chat turns (1–500) and extract the MemCells they complete (see WaitOptions). */
   add(userId: string, sessionId: string, messages: MessageRequest[],
-      options: { kb?: string; agentId?: string; groupId?: string } = {}): Promise<AccumulateResult> {
-    return this.client.send({ method: "POST", path: "/api/v1/memories", json: {
+      options?: AddOptions & { wait?: true; timeoutMs?: number }): Promise<AccumulateResult>;
+  add(userId: string, sessionId: string, messages: MessageRequest[],
+      options: AddOptions & { wait: false }): Promise<AccumulateResult | ExtractionQueued>;
+  async add(userId: string, sessionId: string, messages: MessageRequest[],
+            options: AddOptions & WaitOptions = {}): Promise<AccumulateResult | ExtractionQueued> {
+    const answer = await this.client.send({ method: "POST", path: "/api/v1/memories", json: {
       user_id: userId, session_id: sessionId, messages, kb: options.kb, agent_id: options.agentId,
       group_id: options.groupId,
     } });
+    return this.settled(answer, options);
   }
 
-  /** Extract everything accumulated for the session, the unfinished tail included. */
-  flush(userId: string, sessionId: string, options: { kb?: string } = {}): Promise<FlushResult> {
-    return this.client.send({ method: "POST", path: "/api/v1/memories/flush",
-                              json: { user_id: userId, session_id: sessionId, kb: options.kb } });
+  /** Extract everything accumulated for the session, the unfinished tail included (see WaitOptions). */
+  flush(userId: string, sessionId: string, options?: { kb?: string; wait?: true; timeoutMs?: number }): Promise<FlushResult>;
+  flush(userId: string, sessionId: string, options: { kb?: string; wait: false }): Promise<FlushResult | ExtractionQueued>;
+  async flush(userId: string, sessionId: string, options: { kb?: string } & WaitOptions = {},
+  ): Promise<FlushResult | ExtractionQueued> {
+    const answer = await this.client.send({ method: "POST", path: "/api/v1/memories/flush",
+                                            json: { user_id: userId, session_id: sessionId, kb: options.kb } });
+    return this.settled(answer, options);
+  }
+
+  /** An extraction job: pending, running, done (with result) or failed (with error). */
+  job(jobId: string): Promise<ExtractionJob> {
+    return this.client.send({ method: "GET", path: `/api/v1/memories/jobs/${seg(jobId)}` });
+  }
+
+  private async settled(answer: any, options: WaitOptions): Promise<any> {
+    if (options.wait === false || answer?.status !== "queued" || !answer.status_url) return answer;
+    const deadline = Date.now() + (options.timeoutMs ?? 600_000);
+    // Fast first (the rules finish a small chat in a fraction of a second), then every 2 s.
+    for (let interval = 100; ; interval = Math.min(interval * 2, 2000)) {
+      const job: ExtractionJob = await this.client.send({ method: "GET", path: answer.status_url });
+      if (job.status === "failed") {
+        throw new ServiceUnavailable(503, `The extraction failed: ${job.error}. Its turns stay pending; flush again later.`, job);
+      }
+      if (JOB_FINISHED.has(job.status as string)) {
+        const result = { ...(job.result as object), job_id: job.job_id };
+        return "message_count" in answer ? { ...result, kb: answer.kb } : result;
+      }
+      if (Date.now() >= deadline) {
+        throw new Error(`Extraction job ${answer.job_id} is still ${job.status}; poll ${answer.status_url}.`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(interval, Math.max(0, deadline - Date.now()))));
+    }
   }
 
   /** One page: memory_type, user_id, session_id, kb, status, start, end, ordering, page, page_size. */

@@ -320,6 +320,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/memories/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One extraction job of the caller's knowledge bases. */
+        get: operations["memories_jobs_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/memories/search": {
         parameters: {
             query?: never;
@@ -429,11 +446,22 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description The fields a request that may extract takes on top of its own. */
         AccumulateRequest: {
             user_id: string;
             session_id: string;
             /** @description knowledge base slug; default: 'conversations' or the first */
             kb?: string;
+            /**
+             * @description true: extract in this request and answer as it always did (200), held up to `timeout`; false (default): where extraction is queued (an LLM is configured), answer 202 at once with a job to poll. Also accepted as the query parameter ?wait=true.
+             * @default false
+             */
+            wait?: boolean;
+            /**
+             * Format: double
+             * @description with wait: the seconds the LLM steps may take (at most LOCI_EXTRACTION_WAIT_MAX_SECONDS and LLM_FLUSH_DEADLINE_SECONDS); past them the rules finish the extraction
+             */
+            timeout?: number;
             /**
              * @description the agent these turns are memories of; a search sees them only when it names the agent (or "*")
              * @default
@@ -459,6 +487,11 @@ export interface components {
             /** @description facts merged into an existing one */
             merged_duplicates?: number;
             superseded?: number;
+            /**
+             * Format: uuid
+             * @description the extraction job, where one ran (wait=true)
+             */
+            job_id?: string;
             status: components["schemas"]["AccumulateResultStatusEnum"];
             /** @description messages waiting (accumulated) or extracted */
             message_count: number;
@@ -487,6 +520,8 @@ export interface components {
             scores: {
                 [key: string]: unknown;
             };
+            /** @description each stage that set or changed `score`, in order: the last step's score is `score` (absent on nested facts) */
+            trail?: components["schemas"]["TrailStep"][];
             context?: components["schemas"]["Context"];
             /** Format: uuid */
             id: string;
@@ -577,6 +612,8 @@ export interface components {
             scores: {
                 [key: string]: unknown;
             };
+            /** @description each stage that set or changed `score`, in order: the last step's score is `score` (absent on nested facts) */
+            trail?: components["schemas"]["TrailStep"][];
             context?: components["schemas"]["Context"];
             /** Format: uuid */
             id: string;
@@ -673,6 +710,8 @@ export interface components {
             scores: {
                 [key: string]: unknown;
             };
+            /** @description each stage that set or changed `score`, in order: the last step's score is `score` (absent on nested facts) */
+            trail?: components["schemas"]["TrailStep"][];
             context?: components["schemas"]["Context"];
             id: number;
             text: string;
@@ -816,6 +855,8 @@ export interface components {
             scores: {
                 [key: string]: unknown;
             };
+            /** @description each stage that set or changed `score`, in order: the last step's score is `score` (absent on nested facts) */
+            trail?: components["schemas"]["TrailStep"][];
             context?: components["schemas"]["Context"];
             /** Format: uuid */
             id: string;
@@ -851,12 +892,72 @@ export interface components {
          * @enum {string}
          */
         EventsEnum: "document.ready" | "document.failed" | "memory.added" | "memory.updated" | "memory.deleted";
+        ExtractionFailed: {
+            /** @description why the extraction failed; its turns stay pending */
+            error: string;
+            detail: unknown;
+        };
+        ExtractionJob: {
+            /** Format: uuid */
+            job_id: string;
+            /**
+             * @description accumulate: POST /memories; flush
+             *
+             *     * `accumulate` - accumulate
+             *     * `flush` - flush
+             */
+            kind: components["schemas"]["ExtractionJobKindEnum"];
+            status: components["schemas"]["ExtractionJobStatusEnum"];
+            kb: string;
+            user_id: string;
+            session_id: string;
+            /** @description once done: what the request answers with wait=true */
+            result: unknown;
+            /** @description once failed: why (its turns stay pending) */
+            error: string | null;
+            /** @description claims taken: above 1 when a worker died and another took over */
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+            status_url: string;
+        };
+        /**
+         * @description * `accumulate` - accumulate
+         *     * `flush` - flush
+         * @enum {string}
+         */
+        ExtractionJobKindEnum: "accumulate" | "flush";
+        /**
+         * @description * `pending` - pending
+         *     * `running` - running
+         *     * `done` - done
+         *     * `failed` - failed
+         * @enum {string}
+         */
+        ExtractionJobStatusEnum: "pending" | "running" | "done" | "failed";
         /**
          * @description * `deterministic` - deterministic
          *     * `llm` - llm
          * @enum {string}
          */
         ExtractionModeEnum: "deterministic" | "llm";
+        ExtractionQueued: {
+            status: components["schemas"]["ExtractionQueuedStatusEnum"];
+            /** Format: uuid */
+            job_id: string;
+            /** @description GET it for the job's status, and its answer once done */
+            status_url: string;
+            kb: string;
+            /** @description POST /memories: the turns now stored and waiting for the job */
+            message_count?: number;
+        };
+        /**
+         * @description * `queued` - queued
+         * @enum {string}
+         */
+        ExtractionQueuedStatusEnum: "queued";
         FeedbackRequest: {
             /**
              * @description how reusing the case or skill went
@@ -887,6 +988,23 @@ export interface components {
             /** Format: uuid */
             skill_id?: string | null;
         };
+        /** @description The fields a request that may extract takes on top of its own. */
+        FlushRequest: {
+            user_id: string;
+            session_id: string;
+            /** @description knowledge base slug; default: 'conversations' or the first */
+            kb?: string;
+            /**
+             * @description true: extract in this request and answer as it always did (200), held up to `timeout`; false (default): where extraction is queued (an LLM is configured), answer 202 at once with a job to poll. Also accepted as the query parameter ?wait=true.
+             * @default false
+             */
+            wait?: boolean;
+            /**
+             * Format: double
+             * @description with wait: the seconds the LLM steps may take (at most LOCI_EXTRACTION_WAIT_MAX_SECONDS and LLM_FLUSH_DEADLINE_SECONDS); past them the rules finish the extraction
+             */
+            timeout?: number;
+        };
         /** @description What an extraction wrote (present when status is "extracted"). */
         FlushResult: {
             /** @description MemCells cut from the messages */
@@ -896,6 +1014,11 @@ export interface components {
             /** @description facts merged into an existing one */
             merged_duplicates?: number;
             superseded?: number;
+            /**
+             * Format: uuid
+             * @description the extraction job, where one ran (wait=true)
+             */
+            job_id?: string;
             status: components["schemas"]["FlushResultStatusEnum"];
         };
         /**
@@ -930,12 +1053,6 @@ export interface components {
          * @enum {string}
          */
         IsolationEnum: "shared" | "exclusive";
-        /**
-         * @description * `explicit` - explicit
-         *     * `implicit` - implicit
-         * @enum {string}
-         */
-        KindEnum: "explicit" | "implicit";
         KnowledgeBase: {
             readonly id: number;
             slug: string;
@@ -1232,7 +1349,7 @@ export interface components {
              *     * `explicit` - explicit
              *     * `implicit` - implicit
              */
-            kind: components["schemas"]["KindEnum"];
+            kind: components["schemas"]["ProfileItemKindEnum"];
             status: components["schemas"]["ProfileItemStatusEnum"];
             /**
              * @description what created the item: the LLM (when configured) or the rules (without one, or when it failed)
@@ -1267,7 +1384,15 @@ export interface components {
             score?: number;
             /** @description in a search: its place in the one order across every kind of item */
             rank?: number;
+            /** @description in a search: each stage that set or changed `score`, in order */
+            trail?: components["schemas"]["TrailStep"][];
         };
+        /**
+         * @description * `explicit` - explicit
+         *     * `implicit` - implicit
+         * @enum {string}
+         */
+        ProfileItemKindEnum: "explicit" | "implicit";
         /**
          * @description * `active` - active
          *     * `superseded` - superseded
@@ -1330,12 +1455,6 @@ export interface components {
          * @enum {string}
          */
         RoleEnum: "read-only" | "read-write";
-        ScopeFieldsRequest: {
-            user_id: string;
-            session_id: string;
-            /** @description knowledge base slug; default: 'conversations' or the first */
-            kb?: string;
-        };
         SearchFiltersRequest: {
             /** @description knowledge-base slugs (default: every KB the caller may read) */
             kb?: string[];
@@ -1444,6 +1563,12 @@ export interface components {
             isolation?: components["schemas"]["IsolationEnum"];
             /** Format: date-time */
             readonly created_at: string;
+        };
+        TrailStep: {
+            /** @description the search stage that set or changed the score (`manage.py search --explain` lists them in order) */
+            stage: string;
+            /** Format: double */
+            score: number;
         };
         UploadRequest: {
             /** @description slug of the target knowledge base */
@@ -3253,7 +3378,10 @@ export interface operations {
     };
     memories_create: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description as the body's `wait` field */
+                wait?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3272,6 +3400,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AccumulateResult"];
+                };
+            };
+            /** @description extraction queued (an LLM is configured): poll status_url, or send wait=true */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionQueued"];
                 };
             };
             /** @description The request is malformed or invalid; `error` says what to fix. */
@@ -3335,6 +3472,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description wait=true and the extraction failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionFailed"];
                 };
             };
         };
@@ -3787,16 +3933,19 @@ export interface operations {
     };
     memories_flush_create: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description as the body's `wait` field */
+                wait?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ScopeFieldsRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["ScopeFieldsRequest"];
-                "multipart/form-data": components["schemas"]["ScopeFieldsRequest"];
+                "application/json": components["schemas"]["FlushRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["FlushRequest"];
+                "multipart/form-data": components["schemas"]["FlushRequest"];
             };
         };
         responses: {
@@ -3806,6 +3955,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FlushResult"];
+                };
+            };
+            /** @description extraction queued (an LLM is configured): poll status_url, or send wait=true */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionQueued"];
                 };
             };
             /** @description The request is malformed or invalid; `error` says what to fix. */
@@ -3855,6 +4013,81 @@ export interface operations {
             };
             /** @description The body's content type is not accepted here. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests (LOCI_RATE_LIMIT_*) or failed credentials; `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description wait=true and the extraction failed */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionFailed"];
+                };
+            };
+        };
+    };
+    memories_jobs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractionJob"];
+                };
+            };
+            /** @description The request is malformed or invalid; `error` says what to fix. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No credentials, or an invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The caller's role or API key does not allow this. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found in the caller's scope (another tenant's object is not found either). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,7 +15,15 @@ test("memories are added, flushed, found, edited and their history read", { skip
     { role: "user", content: "My parrot Kiwi whistles the Tetris theme.", timestamp: "2024-05-01T09:00:00Z" },
   ], { kb: "conversations" });
   assert.equal(added.kb, "conversations");
-  assert.equal((await loci.memories.flush("ts1", "s1", { kb: "conversations" })).status, "extracted");
+  const flushed = await loci.memories.flush("ts1", "s1", { kb: "conversations" });
+  assert.equal(flushed.status, "extracted");
+  assert.ok(flushed.job_id); // the server queued it (tests/test_client_library.py): wait polled the job
+  assert.equal((await loci.memories.job(flushed.job_id)).status, "done");
+  const queued = await loci.memories.add("ts1", "s2", [
+    { role: "user", content: "My tortoise Dot eats dandelions.", timestamp: "2024-05-01T09:00:00Z" },
+    { role: "assistant", content: "Dandelions are a good treat for Dot.", timestamp: "2024-05-01T09:01:00Z" },
+  ], { kb: "conversations", wait: false });
+  assert.equal(queued.status, "queued");
   const found = await loci.search("What does Kiwi whistle?", { filters: { user_id: "ts1" }, top_k: 5 });
   const fact = found.facts[0];
   assert.match(fact.atomic_fact, /Tetris/);

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from conversations import reflection_timer
 from ingest import worker_liveness
 from ingest.sweeper import start_sweeper
+from conversations.job_sweeper import start_job_sweeper
 from common import metrics
 from common.llm import OPENAI_DEFAULT_URL
 from loci.supervision import ChildSpec, Supervisor, port_holder
@@ -67,6 +68,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Keyword index: wrote {refilled} rows (its analysis changed since they were indexed)")
         metrics.clear_files()  # counters start from zero with this run's processes
         start_sweeper()  # stalled documents are queued again even when the workers run elsewhere (--no-worker)
+        start_job_sweeper()  # and extraction jobs
         reflection_timer.start()  # the periodic reflection pass, when LOCI_REFLECT_INTERVAL_SECONDS is set
         host, port = opts["host"], opts["port"]
         specs = child_specs(host, port, workers=0 if opts["no_worker"] else opts["concurrency"])
