@@ -14,7 +14,8 @@ about carry-over?") can miss the chunk by its own words. Navigate reads the tabl
    question still counts by what it holds;
 2. descend: the SECTIONS_DESCENDED best sections (none inside another chosen one) have their chunks
    ranked by the same fused score, through the index with the full permission filter (so user
-   metadata and every other filter still apply), and each chunk's score blends its section's.
+   metadata and every other filter still apply), each chunk's score blending its section's; the
+   answer takes the best chunk of each section in turn, then the second of each, and so on.
 
 The constants are set by hand, not fitted; bench/RESULTS.md ("Table of contents") compares the
 method with hybrid on section questions. Hybrid stays the default.
@@ -34,11 +35,15 @@ from retrieval.search.hybrid import fuse
 from retrieval.search.scoring import relevance
 from retrieval.text import index_terms
 
-# Parent chunks read per search, the newest documents first: the scan is one indexed query, ~25 ms
-# per 10,000 rows here; a scope with more sections searches its newest documents' only (docs/search.md).
-MAX_SECTION_ROWS = 20_000
+# Parent chunks read per search, the newest documents first. Each section's title and summary are
+# segmented at query time (~35 µs each here), so 5,000 rows cost ~0.2 CPU-s; a scope with more
+# sections searches its newest documents' only (docs/limitations.md).
+MAX_SECTION_ROWS = 5_000
 RECALLED_CHUNKS = 50  # chunk hits of the whole scope that vote for the sections holding them
 SECTIONS_DESCENDED = 3
+# A section scoring under this share of the best one is not descended into: its chunks would take a
+# place in the first rounds (see `_descend`) that the best section's next chunks deserve more.
+MIN_SECTION_SHARE = 0.25
 MAX_DESCENT_CHUNKS = 400  # chunks ranked inside the chosen sections
 # BM25 constants of Robertson & Zaragoza, "The Probabilistic Relevance Framework" (2009): the usual
 # defaults. A title word counts three times a summary word (BM25F field weight, set by hand).
@@ -46,7 +51,6 @@ BM25_K1, BM25_B = 1.2, 0.75
 TITLE_FIELD_WEIGHT = 3.0
 TITLE_WEIGHT = 0.5  # a section's score: this much its title match, the rest its best chunk hit
 SECTION_WEIGHT = 0.5  # a chunk's score: this much its section's, the rest its own fused score
-SPREAD = 0.95  # each further chunk of one section scores this much less: a second section's best goes up
 
 
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
@@ -126,10 +130,11 @@ def _best_hit_per_parent(hits) -> dict[int, tuple[float, str]]:
 
 def _distinct(nodes: list[Section], ranked: list[tuple[float, int]], count: int) -> list[tuple[float, Section]]:
     """The best `count` sections, skipping one inside a section already chosen or holding one (they
-    share parent chunks): descending into both would rank the same chunks twice."""
+    share parent chunks: descending into both would rank the same chunks twice), and stopping at one
+    under MIN_SECTION_SHARE of the best."""
     chosen, taken = [], set()
     for score, i in ranked:
-        if len(chosen) == count:
+        if len(chosen) == count or score < MIN_SECTION_SHARE * ranked[0][0]:
             break
         if taken.intersection(nodes[i].parent_ids):
             continue
@@ -141,24 +146,32 @@ def _distinct(nodes: list[Section], ranked: list[tuple[float, int]], count: int)
 def _descend(scope, req: SearchRequest, engines: Engines, chunk_flt: IndexFilter,
              chosen: list[tuple[float, Section]]) -> list[dict]:
     """The chosen sections' chunks, each scored SECTION_WEIGHT × its section + the rest × its own fused
-    score, SPREAD less for each chunk of the same section above it; best first, top_k of them."""
-    section_of = {p: (score, node) for score, node in chosen for p in node.parent_ids}
-    rows = list(Chunk.objects.filter(parent_id__in=list(section_of), level=Chunk.Level.CHILD)
-                .order_by("parent_id", "ordinal").values_list("pk", "parent_id")[:MAX_DESCENT_CHUNKS])
-    if not rows:
+    score, in rounds: the best chunk of each section in the sections' order, then the second of each…
+    (each section found stands in the first few results, rather than the best section's many chunks
+    burying the second section's). A score is capped at the one above it, so `rank` keeps that order."""
+    parent_of, per_section = {}, max(1, MAX_DESCENT_CHUNKS // max(1, len(chosen)))
+    for _, node in chosen:  # reading order, so a section's first chunks are kept when it is cut
+        rows = (Chunk.objects.filter(parent_id__in=node.parent_ids, level=Chunk.Level.CHILD)
+                .order_by("ordinal").values_list("pk", "parent_id")[:per_section])
+        parent_of.update({f"chunk:{pk}": parent for pk, parent in rows})
+    if not parent_of:
         return []
-    parent_of = {f"chunk:{pk}": parent for pk, parent in rows}
+    section_of = {p: (score, number) for number, (score, node) in enumerate(chosen) for p in node.parent_ids}
     fused = fuse(engines, replace(chunk_flt, ids=tuple(parent_of)), len(parent_of))
     placed: Counter = Counter()
-    scored = []
+    rounds = []
     for c in sorted(fused, key=lambda c: c.score, reverse=True):
-        section_score, node = section_of[parent_of[c.id]]
-        blend = (SECTION_WEIGHT * section_score + (1 - SECTION_WEIGHT) * c.score) * SPREAD ** placed[id(node)]
-        placed[id(node)] += 1
-        scored.append((c.id, blend, {"section": round(section_score, 6), "cosine": c.scores.get("cosine", 0.0),
-                                     "bm25": c.scores.get("bm25", 0.0), "fused": c.score}))
-    scored.sort(key=lambda s: s[1], reverse=True)
-    scored = scored[:req.limit]
+        section_score, number = section_of[parent_of[c.id]]
+        blend = SECTION_WEIGHT * section_score + (1 - SECTION_WEIGHT) * c.score
+        rounds.append(((placed[number], number), c.id, blend, {
+            "section": round(section_score, 6), "cosine": c.scores.get("cosine", 0.0),
+            "bm25": c.scores.get("bm25", 0.0), "fused": c.score}))
+        placed[number] += 1
+    rounds.sort(key=lambda r: r[0])
+    scored, ceiling = [], 1.0
+    for _, item_id, blend, scores in rounds[:req.limit]:
+        ceiling = min(ceiling, blend)
+        scored.append((item_id, ceiling, scores))
     loaded = results.load_chunks(scope, [i for i, _, _ in scored])
     # The blend is scored on the chunks' fused scale, so the chunk map gives it a relevance comparable to hybrid's.
     return [results.chunk_item(loaded[i], relevance("chunk", blend), scores, expand_context=req.expand_context)
