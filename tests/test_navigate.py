@@ -150,3 +150,11 @@ def test_the_console_shows_the_contents_with_links_to_each_section(world, handbo
     assert contents.index('<ol class="toc-list">', remote_at) < contents.index(">Equipment</a>")
     # another tenant's user cannot open it
     assert api_client(user=world.charlie).get(f"/documents/{handbook.pk}/").status_code == 404
+
+
+def test_the_console_search_offers_navigate_and_shows_its_chunks(world, handbook):
+    client = api_client(user=world.alice)
+    page = client.get("/search/", {"q": "How does parental leave work?", "method": "navigate", "kb": "docs"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'value="navigate"' in html and "twenty weeks" in html
