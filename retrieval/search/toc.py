@@ -36,9 +36,9 @@ from retrieval.search.scoring import relevance
 from retrieval.text import index_terms
 
 # Parent chunks read per search, the newest documents first. Each section's title and summary are
-# segmented at query time (~35 µs each here), so 5,000 rows cost ~0.2 CPU-s; a scope with more
+# segmented at query time: 5,000 sections cost ~0.45 CPU-s here, 2,000 about 0.15; a scope with more
 # sections searches its newest documents' only (docs/limitations.md).
-MAX_SECTION_ROWS = 5_000
+MAX_SECTION_ROWS = 2_000
 RECALLED_CHUNKS = 50  # chunk hits of the whole scope that vote for the sections holding them
 SECTIONS_DESCENDED = 3
 # A section scoring under this share of the best one is not descended into: its chunks would take a
@@ -80,18 +80,26 @@ def title_scores(query: str, nodes: list[Section]) -> dict[int, float]:
     wanted = set(index_terms(query))
     if not wanted or not nodes:
         return {}
+    memo: dict[str, list[str]] = {}  # titles recur on every subsection's path; a heading's summary is its first child's
+
+    def terms(text: str) -> list[str]:
+        if text not in memo:
+            memo[text] = index_terms(text)
+        return memo[text]
+
     bags, lengths = [], []
     for node in nodes:
-        bag = Counter()
-        for term in index_terms(node.title):
-            bag[term] += TITLE_FIELD_WEIGHT
-        for term in index_terms(" ".join(node.path[:-1]) + " " + node.summary):
-            bag[term] += 1.0
+        fields = ((terms(node.title), TITLE_FIELD_WEIGHT), (terms(node.summary), 1.0),
+                  *((terms(title), 1.0) for title in node.path[:-1]))
+        bag: Counter = Counter()
+        for words, weight in fields:
+            for term in wanted.intersection(words):
+                bag[term] += weight * words.count(term)
         bags.append(bag)
-        lengths.append(sum(bag.values()))
+        lengths.append(sum(weight * len(words) for words, weight in fields))
     n = len(nodes)
     mean_length = sum(lengths) / n or 1.0
-    df = Counter(t for bag in bags for t in wanted if t in bag)
+    df = Counter(t for bag in bags for t in bag)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
     most = sum(idf.values()) * (BM25_K1 + 1)
     scores = {}
