@@ -158,3 +158,16 @@ def test_the_console_search_offers_navigate_and_shows_its_chunks(world, handbook
     assert page.status_code == 200
     html = page.content.decode()
     assert 'value="navigate"' in html and "twenty weeks" in html
+
+
+def test_a_long_contents_panel_says_how_many_sections_it_leaves_out(world, handbook):
+    from console.documents import MAX_TOC_ENTRIES
+
+    Chunk.objects.bulk_create(Chunk(document=handbook, level="parent", ordinal=100 + i, text=f"Sheet {i}\n\nrow",
+                                    section_path=[f"Sheet {i}"]) for i in range(MAX_TOC_ENTRIES + 20))
+    page = api_client(user=world.alice).get(f"/documents/{handbook.pk}/").content.decode()
+    contents = page[page.index('class="toc card"'):page.index('id="structure-title"')]
+    total = 5 + MAX_TOC_ENTRIES + 20
+    assert f"{total} sections" in contents
+    assert contents.count("<li>") == MAX_TOC_ENTRIES
+    assert f"and {total - MAX_TOC_ENTRIES} more sections" in contents
