@@ -34,11 +34,11 @@ A laptop and a second screen are lent for the home office and returned when the 
 """
 
 
-def ingest(user, kb, tmp_path, name, text):
+def ingest(user, kb, tmp_path, name, text, metadata=None):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     with open(path, "rb") as fh:
-        upload = ingest_document(permitted_scope(user, write=True), kb, fh, name)
+        upload = ingest_document(permitted_scope(user, write=True), kb, fh, name, metadata=metadata)
     document = run_inline(upload.document.pk)
     assert document.status == "ready", document.error
     return document
@@ -109,6 +109,19 @@ def test_a_document_filter_keeps_navigate_inside_that_document(world, handbook, 
                    "# Benefits\n\n## Parental leave\n\nThe company adds a gift basket for every newborn.\n")
     body = navigate(api_client(world.alice_key), "parental leave", filters={"document_id": [other.pk]})
     assert body["chunks"] and {c["sources"][0]["document_id"] for c in body["chunks"]} == {other.pk}
+
+
+def test_a_metadata_filter_reaches_past_sections_it_leaves_out(world, tmp_path):
+    # Four newer documents hold the best "Parental leave" sections, all filtered out by their metadata:
+    # the answer must come from the one document the filter lets through, not be empty.
+    kept = ingest(world.alice, world.docs, tmp_path, "kept.md", "# Benefits\n\n## Leave\n\nA gift basket per newborn.\n",
+                  metadata={"team": "b"})
+    for i in range(4):
+        ingest(world.alice, world.docs, tmp_path, f"other-{i}.md",
+               f"# Policy {i}\n\n## Parental leave\n\nParental leave: {10 + i} weeks of parental leave.\n",
+               metadata={"team": "a"})
+    body = navigate(api_client(world.alice_key), "parental leave", filters={"metadata": {"team": "b"}})
+    assert [c["sources"][0]["document_id"] for c in body["chunks"]] == [kept.pk]
 
 
 @pytest.mark.parametrize("body, reason", [

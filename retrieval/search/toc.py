@@ -12,10 +12,11 @@ about carry-over?") can miss the chunk by its own words. Navigate reads the tabl
    it holds (`title_scores`); beside it, the best chunk hit of the whole scope inside the section
    (dense + BM25 fused as hybrid fuses chunks), so a section whose title says nothing of the
    question still counts by what it holds;
-2. descend: the SECTIONS_DESCENDED best sections (none inside another chosen one) have their chunks
-   ranked by the same fused score, through the index with the full permission filter (so user
-   metadata and every other filter still apply), each chunk's score blending its section's; the
-   answer takes the best chunk of each section in turn, then the second of each, and so on.
+2. descend: the SECTIONS_CONSIDERED best sections (none inside another) have their chunks ranked
+   by the same fused score, through the index with the full permission filter (so user metadata and
+   every other filter still apply); the SECTIONS_DESCENDED best of those with a chunk left are kept,
+   each chunk's score blending its section's, and the answer takes the best chunk of each section in
+   turn, then the second of each, and so on.
 
 The constants are set by hand, not fitted; bench/RESULTS.md ("Table of contents") compares the
 method with hybrid on section questions. Hybrid stays the default.
@@ -41,10 +42,14 @@ from retrieval.text import index_terms
 MAX_SECTION_ROWS = 2_000
 RECALLED_CHUNKS = 50  # chunk hits of the whole scope that vote for the sections holding them
 SECTIONS_DESCENDED = 3
+# Sections whose chunks are asked of the index, best first: the first SECTIONS_DESCENDED with a chunk
+# the full filter lets through are descended into (a filter on user metadata, which the section scan
+# does not read, may leave the best ones empty).
+SECTIONS_CONSIDERED = 5
 # A section scoring under this share of the best one is not descended into: its chunks would take a
 # place in the first rounds (see `_descend`) that the best section's next chunks deserve more.
 MIN_SECTION_SHARE = 0.25
-MAX_DESCENT_CHUNKS = 400  # chunks ranked inside the chosen sections
+MAX_DESCENT_CHUNKS = 400  # chunks ranked inside the sections considered, shared out: a long section's first 80
 # BM25 constants of Robertson & Zaragoza, "The Probabilistic Relevance Framework" (2009): the usual
 # defaults. A title word counts three times a summary word (BM25F field weight, set by hand).
 BM25_K1, BM25_B = 1.2, 0.75
@@ -61,7 +66,7 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
     hits = fuse(engines, chunk_flt, RECALLED_CHUNKS, (engines.result(recall[0]), engines.result(recall[1])))
     best_hit = _best_hit_per_parent(hits)
     ranked = rank_sections(nodes, titles, best_hit)
-    chosen = _distinct(nodes, ranked, SECTIONS_DESCENDED)
+    chosen = _distinct(nodes, ranked, SECTIONS_CONSIDERED)
     return {"episodes": [], "facts": [], "chunks": _descend(scope, req, engines, chunk_flt, chosen)}
 
 
@@ -138,17 +143,26 @@ def _best_hit_per_parent(hits) -> dict[int, tuple[float, str]]:
 
 def _distinct(nodes: list[Section], ranked: list[tuple[float, int]], count: int) -> list[tuple[float, Section]]:
     """The best `count` sections, skipping one inside a section already chosen or holding one (they
-    share parent chunks: descending into both would rank the same chunks twice), and stopping at one
-    under MIN_SECTION_SHARE of the best."""
+    share parent chunks: descending into both would rank the same chunks twice)."""
     chosen, taken = [], set()
     for score, i in ranked:
-        if len(chosen) == count or score < MIN_SECTION_SHARE * ranked[0][0]:
+        if len(chosen) == count:
             break
         if taken.intersection(nodes[i].parent_ids):
             continue
         chosen.append((score, nodes[i]))
         taken.update(nodes[i].parent_ids)
     return chosen
+
+
+def _with_chunks(found: list[tuple[float, int]]) -> set[int]:
+    """Of the sections some chunk came back for ((score, number) each), the first SECTIONS_DESCENDED by
+    number, down to MIN_SECTION_SHARE of the best of them."""
+    numbered = sorted(set(found), key=lambda s: s[1])
+    if not numbered:
+        return set()
+    best = numbered[0][0]
+    return {number for score, number in numbered[:SECTIONS_DESCENDED] if score >= MIN_SECTION_SHARE * best}
 
 
 def _descend(scope, req: SearchRequest, engines: Engines, chunk_flt: IndexFilter,
@@ -166,6 +180,8 @@ def _descend(scope, req: SearchRequest, engines: Engines, chunk_flt: IndexFilter
         return []
     section_of = {p: (score, number) for number, (score, node) in enumerate(chosen) for p in node.parent_ids}
     fused = fuse(engines, replace(chunk_flt, ids=tuple(parent_of)), len(parent_of))
+    kept = _with_chunks([section_of[parent_of[c.id]] for c in fused])
+    fused = [c for c in fused if section_of[parent_of[c.id]][1] in kept]
     placed: Counter = Counter()
     rounds = []
     for c in sorted(fused, key=lambda c: c.score, reverse=True):
