@@ -20,10 +20,13 @@ from ingest.actions import CANCELLED_STAGE, cancel_document, rerun_document
 from memory import stage_times
 from memory.actions import delete_document
 from memory.models import Chunk, Document, Memory
+from memory.toc import document_tree
 
 DOCUMENTS_PER_PAGE = 25
 # Parents per page of a document's structure: long books stay fast; ?chunk=<id> finds the right page.
 PARENTS_PER_PAGE = 60
+# Entries of the contents panel: beyond them (a 2,000-sheet workbook) it says how many more there are.
+MAX_TOC_ENTRIES = 300
 MAX_STATUS_IDS = 200
 # Types a browser shows safely by itself; HTML and SVG are left out on purpose (they could run script).
 _PLAIN = "text/plain; charset=utf-8"
@@ -249,11 +252,39 @@ def document_detail(request, pk):
         "episode": episodes.get(p.pk),
     } for p in parent_rows]
     orphans = episodes.get(None, [])
+    toc, toc_total = contents(document)
     return render_page(request, scope, "documents/document_detail.html", {
         "section": "documents", "document": document, "page": page, "sections": sections, "orphans": orphans,
+        "toc": toc, "toc_total": toc_total, "toc_more": toc_total - _count(toc),
         "stages": STAGES, "can_rerun": scope.can_write and document.can_rerun and not _permanent_failure(document), "took": _took(document),
         "can_cancel": scope.can_write and document.status in Document.ACTIVE_STATUSES,
     })
+
+
+def contents(document: Document) -> tuple[list[dict], int]:
+    """The contents panel: the document's section tree (at most MAX_TOC_ENTRIES entries, in reading
+    order), each entry linking to its first parent chunk; and how many sections there are in all."""
+    left = [MAX_TOC_ENTRIES]
+    total = [0]
+
+    def entries(nodes) -> list[dict]:
+        out = []
+        for node in nodes:
+            total[0] += 1
+            if left[0] > 0:
+                left[0] -= 1
+                out.append({"title": node.title or "Untitled section", "chunk_id": node.first_chunk_id,
+                            "children": entries(node.children)})
+            else:
+                entries(node.children)  # counted, not shown
+        return out
+
+    toc = entries(document_tree(document))
+    return (toc if total[0] > 1 else []), total[0]  # one section is no table of contents
+
+
+def _count(entries: list[dict]) -> int:
+    return sum(1 + _count(e["children"]) for e in entries)
 
 
 def _took(document: Document) -> str:

@@ -46,6 +46,7 @@ METHOD_HELP = {
     "hybrid": "episodes, then their facts (mRAG)",
     "agentic": "hybrid + LLM follow-up queries",
     "paths": "evidence paths across sessions (experimental)",
+    "navigate": "document sections by their titles, then the chunks inside the best",
 }
 
 

@@ -145,7 +145,7 @@ def build_server(key_for: KeyFor) -> MCPServer:
 
     @server.tool(name="search")
     async def search_memories(query: str, ctx: Context,
-                              method: Literal["keyword", "vector", "hybrid", "agentic", "paths"] = "hybrid",
+                              method: Literal["keyword", "vector", "hybrid", "agentic", "paths", "navigate"] = "hybrid",
                               top_k: int = 10, memory_types: list[str] | None = None,
                               filters: SearchFilters | None = None, expand_context: bool = False,
                               neighbours: int = 0, rerank: bool | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from memory import user_metadata
 from retrieval.backends.base import MetadataCondition
 
-METHODS = ("keyword", "vector", "hybrid", "agentic", "paths")
+METHODS = ("keyword", "vector", "hybrid", "agentic", "paths", "navigate")
 MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill")
 FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata",
                "participant")

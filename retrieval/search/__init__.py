@@ -8,6 +8,7 @@ Where each part lives:
 - `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
 - `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
 - `agentic`  — agentic search, over `Run.hybrid`;
+- `toc`      — the `navigate` method: the best sections of the documents' tables of contents, then their chunks;
 - `pipeline` — how a search runs: stages declared with what they read and write, run in order, each
   leaving its step in the results' `trail`; `stages` — the stages themselves, in their one order.
 """
@@ -22,7 +23,7 @@ from common.dates import resolve_relative_dates
 from retrieval import warmup
 from retrieval.backends.base import IndexFilter
 from retrieval.request import ANY_AGENT, SearchError, SearchRequest, index_conditions
-from retrieval.search import flat, hybrid, late_interaction, paths, stages
+from retrieval.search import flat, hybrid, late_interaction, paths, stages, toc
 from retrieval.search.engines import EngineError, Engines, cpu_budget
 from retrieval.search.pipeline import Found, run_stages
 from tenants.access import Scope
@@ -58,6 +59,9 @@ class Run:
 
     def paths(self) -> dict:
         return paths.search(self.scope, self.req, self.base, self.engines)
+
+    def navigate(self) -> dict:
+        return toc.search(self.scope, self.req, self.base, self.engines)
 
 
 @metrics.timed_search

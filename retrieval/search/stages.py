@@ -22,7 +22,7 @@ RESULTS = ("facts", "episodes", "chunks")
 
 class Retrieve:
     name = "retrieve"
-    help = "the method's engine calls: keyword, vector, hybrid (mRAG), agentic (hybrid + LLM rounds) or paths"
+    help = "the method's engine calls: keyword, vector, hybrid (mRAG), agentic (hybrid + LLM rounds), paths or navigate"
     reads = ("req",)
     writes = ("response", "method_used", "notes")  # "response": every list of it, made here
 

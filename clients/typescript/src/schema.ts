@@ -1413,6 +1413,7 @@ export interface components {
              *     * `hybrid` - hybrid
              *     * `agentic` - agentic
              *     * `paths` - paths
+             *     * `navigate` - navigate
              */
             answered_by: components["schemas"]["SearchMethodEnum"];
             /** @description the tenant, the KBs searched and the other filters */
@@ -1484,9 +1485,10 @@ export interface components {
          *     * `hybrid` - hybrid
          *     * `agentic` - agentic
          *     * `paths` - paths
+         *     * `navigate` - navigate
          * @enum {string}
          */
-        SearchMethodEnum: "keyword" | "vector" | "hybrid" | "agentic" | "paths";
+        SearchMethodEnum: "keyword" | "vector" | "hybrid" | "agentic" | "paths" | "navigate";
         SearchRequestRequest: {
             query: string;
             /** @default hybrid */

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from retrieval import warmup
-from retrieval.request import SearchError, parse_search_request
+from retrieval.request import METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from retrieval.search.pipeline import explain
 from retrieval.search.ranking import merged
@@ -19,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("query")
         parser.add_argument("--tenant", required=True)
         parser.add_argument("--kb", action="append", help="limit to this knowledge base (repeatable)")
-        parser.add_argument("--method", default="hybrid", choices=["keyword", "vector", "hybrid", "agentic", "paths"])
+        parser.add_argument("--method", default="hybrid", choices=list(METHODS))
         parser.add_argument("--top-k", type=int, default=10)
         parser.add_argument("--types", default="episode,atomic_fact", help="comma-separated memory types")
         parser.add_argument("--json", action="store_true", help="print the raw JSON response")
