@@ -24,7 +24,7 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -39,8 +39,9 @@ class Build:
     embedder: str = DEFAULT_ALIAS  # the embedder alias whose vectors the build holds
     model: str = ""  # that embedder's identity (Embedder.name) when the build was made; "" = not recorded yet
     # The candidate-question generator whose rows it holds (retrieval.questions.identity(); "" = none),
-    # recorded by the reindex that wrote it; None = a build made before it was recorded.
-    questions: str | None = None
+    # recorded by the reindex that wrote it; None = a build made before it was recorded. Not part of
+    # equality: a build is the same namespace and vector space whatever questions it holds.
+    questions: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
