@@ -122,4 +122,4 @@ SEARCH_MULTILINGUAL_RERANK_MAP = tuple(env_float(f"SEARCH_MULTILINGUAL_RERANK_{n
 # Off by default: see bench/RESULTS.md, "Candidate questions". Turning it on needs `manage.py reindex`
 # for what is already indexed. CANDIDATE_QUESTIONS_MATCH: which engines match them ("dense", "both").
 CANDIDATE_QUESTIONS = env_bool("CANDIDATE_QUESTIONS", False)
-CANDIDATE_QUESTIONS_MATCH = env_choice("CANDIDATE_QUESTIONS_MATCH", "both", {"dense", "both"})
+CANDIDATE_QUESTIONS_MATCH = env_choice("CANDIDATE_QUESTIONS_MATCH", "dense", {"dense", "both"})
