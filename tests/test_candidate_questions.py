@@ -21,6 +21,7 @@ from retrieval.questions import chinese, english
 from retrieval.search import questions as channel
 from retrieval.search.engines import Engines
 from tenants.access import permitted_scope
+from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings")
 
@@ -155,3 +156,15 @@ def test_hybrid_search_answers_from_the_source_never_a_question(world, on):
     texts = [f.get("atomic_fact") or f.get("text") for f in response["facts"] + response["chunks"]]
     assert texts and all("?" not in t for t in texts)
     assert any("Contoso" in t for t in texts[:2])
+
+
+def test_with_an_llm_it_asks_the_model_and_falls_back_to_the_rules(fake_openai, settings):
+    settings.CANDIDATE_QUESTIONS = True
+    fake_openai.queue_json({"questions": ["Which company employs Dana Wu?", "Who is Contoso's engineer?"]})
+    assert questions.questions_for("Dana Wu works at Contoso.") == ["Which company employs Dana Wu?",
+                                                                      "Who is Contoso's engineer?"]
+    assert "Dana Wu works at Contoso." in fake_openai.bodies("chat")[0]["messages"][-1]["content"]
+    assert questions.identity() == "llm-1:fake-llm"  # another generator than the rules: a build records it
+    # Unscripted, the server answers 500 on every attempt: the rules answer instead.
+    assert questions.questions_for("Erin Park works at Fabrikam.") == ["Where does Erin Park work?",
+                                                                       "Who works at Fabrikam?"]

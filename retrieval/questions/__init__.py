@@ -11,7 +11,6 @@ the rules answering when it fails.
 search reads a build's questions only when they were written by the generator configured now.
 """
 
-import functools
 import logging
 import re
 
@@ -63,8 +62,23 @@ def from_rules(text: str) -> list[str]:
     return out[:MAX_QUESTIONS]
 
 
-@functools.lru_cache(maxsize=4096)  # a reindex or a retried stage asks again for the same text
+_ASKED_LIMIT = 4096
+_asked_before: dict[tuple[str, str], tuple[str, ...]] = {}  # a reindex or a retried stage asks again for the same text
+
+
 def _asked(text: str) -> tuple[str, ...]:
+    key = (settings.LLM_MODEL, text)
+    if key not in _asked_before:
+        asked = _ask(text)
+        if not asked:
+            return ()  # a failure is not remembered: the next write asks again
+        if len(_asked_before) >= _ASKED_LIMIT:
+            _asked_before.clear()
+        _asked_before[key] = asked
+    return _asked_before[key]
+
+
+def _ask(text: str) -> tuple[str, ...]:
     from common.llm import LlmError, complete_json
 
     def valid(obj):
