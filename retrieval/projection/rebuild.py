@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
-from retrieval import builds, token_vectors
+from retrieval import builds, questions, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity
@@ -76,7 +76,7 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
         embedders.backend(alias)  # an unknown alias fails here, before anything is written
         # The alias as configured now: after a change of model (a new default embedder) this is
         # the reindex that moves the indexes to it.
-        new = Build(state.live.number + 1, alias, embedder(alias).name)
+        new = Build(state.live.number + 1, alias, embedder(alias).name, questions.identity())
         _drop_build(new.number)  # leftovers of an attempt that died before recording itself
         builds.write(BuildState(live=state.live, building=new))
         tenants = list(Tenant.objects.all())

@@ -8,6 +8,7 @@ from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.builds import Build
 from retrieval.models import RemovedKnowledgeBase
+from retrieval.projection.questions import source_key
 from retrieval.projection.removal import batches
 from retrieval.projection.rows import chunk_key, expected_rows, is_exclusive, memory_key, rows_of, rows_to_project
 from retrieval.projection.writes import still_wanted, write_keyword_rows, write_rows
@@ -84,8 +85,9 @@ def _in_play(ids: set[str]) -> set[str]:
     document whose stage is running (its index stage writes them; it removes its own leftovers), or
     expected after all (the document became ready after `expected_rows` read it). Without this, a
     reconcile run while a document finished its index stage reported its rows stale (issue 30)."""
-    chunk_pks = sorted(int(i.split(":", 1)[1]) for i in ids if i.startswith("chunk:"))
-    memory_pks = sorted(i.split(":", 1)[1] for i in ids if i.startswith("memory:"))
+    sources = {i: source_key(i) for i in ids}  # a candidate question is in play with its source
+    chunk_pks = sorted({int(s.split(":", 1)[1]) for s in sources.values() if s.startswith("chunk:")})
+    memory_pks = sorted({s.split(":", 1)[1] for s in sources.values() if s.startswith("memory:")})
     running = Q(document__status__in=Document.ACTIVE_STATUSES)
     ready = Q(document__status=Document.Status.READY)
     keep = set()
@@ -96,7 +98,7 @@ def _in_play(ids: set[str]) -> set[str]:
     for batch in batches(memory_pks):
         keep |= {memory_key(pk) for pk in Memory.objects.filter(pk__in=batch).filter(
             running | expected_memory).values_list("pk", flat=True)}
-    return keep
+    return {i for i, s in sources.items() if s in keep}
 
 
 def _leftover_filters(tenant_id: int, kb_ids, removed_kb_ids, here: bool) -> list[IndexFilter]:

@@ -13,19 +13,26 @@ from typing import Iterable
 from retrieval import builds, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
+from retrieval.projection.questions import question_keys
 from retrieval.projection.rows import chunk_key, memory_key, rows_of
 
 REMOVE_BATCH = 500  # ids per delete call: a Milvus expression and an SQL IN list stay small
 
 
 def remove_memory_rows(tenant_id: int, kb_ids, memory_pks) -> None:
-    for ids in batches([memory_key(pk) for pk in memory_pks]):
+    for ids in batches(with_question_keys(memory_key(pk) for pk in memory_pks)):
         delete_everywhere(rows_of(tenant_id, kb_ids, ids=ids))
 
 
 def remove_chunk_rows(tenant_id: int, kb_id: int, chunk_pks) -> None:
-    for ids in batches([chunk_key(pk) for pk in chunk_pks]):
+    for ids in batches(with_question_keys(chunk_key(pk) for pk in chunk_pks)):
         delete_everywhere(rows_of(tenant_id, (kb_id,), ids=ids))
+
+
+def with_question_keys(keys: Iterable[str]) -> list[str]:
+    """Source ids and the ids of their candidate questions: removed whether the setting is on or not,
+    so turning it off never strands a question of a deleted source."""
+    return [k for key in keys for k in (key, *question_keys(key))]
 
 
 def remove_document_rows(tenant_id: int, kb_id: int, document_id: int) -> None:
@@ -44,9 +51,10 @@ def remove_scope_rows(tenant_id: int, kb_ids, *, user_id=None, session_id=None) 
 
 
 def remove_ids(tenant_id: int, rows: list[IndexRow]) -> None:
+    """These rows, and the candidate questions of any source among them."""
     by_kb: dict[int, list[str]] = {}
     for r in rows:
-        by_kb.setdefault(r.kb_id, []).append(r.id)
+        by_kb.setdefault(r.kb_id, []).extend([r.id] if r.kind == "question" else with_question_keys([r.id]))
     for kb_id, ids in by_kb.items():
         for chunk in batches(ids):
             delete_everywhere(rows_of(tenant_id, (kb_id,), ids=chunk))

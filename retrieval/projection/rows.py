@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from memory.models import Chunk, Document, Memory
 from retrieval.backends.base import IndexFilter, IndexRow
+from retrieval.projection.questions import with_questions
 from tenants.models import KnowledgeBase, Tenant
 
 
@@ -70,11 +71,16 @@ def document_rows(document: Document) -> list[IndexRow]:
         c.document = document  # its user metadata, without a query per chunk
         rows.append(row_for_chunk(c, tenant_id, kb_id))
     rows += [row_for_memory(m) for m in document.memories.filter(status=Memory.Status.ACTIVE)]
-    return rows
+    return list(with_questions(rows))
 
 
 def expected_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[IndexRow]:
-    """Every row the indexes should hold for a tenant (or one KB), straight from the database."""
+    """Every row the indexes should hold for a tenant (or one KB), straight from the database, each
+    source's candidate questions (projection/questions.py) after it."""
+    return with_questions(_source_rows(tenant, kb))
+
+
+def _source_rows(tenant: Tenant, kb: KnowledgeBase | None = None) -> Iterable[IndexRow]:
     kbs = [kb] if kb else list(tenant.knowledge_bases.all())
     for one in kbs:
         chunks = Chunk.objects.filter(document__kb=one, level=Chunk.Level.CHILD,

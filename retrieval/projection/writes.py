@@ -19,6 +19,7 @@ from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexRow
 from retrieval.builds import Build
 from retrieval.embeddings import embedder
+from retrieval.projection.questions import source_key, with_questions
 from retrieval.projection.removal import delete_in, remove_document_rows, remove_ids, remove_memory_rows
 from retrieval.projection.rows import chunk_key, document_rows, is_exclusive, memory_key, row_for_memory, rows_of
 from tenants.models import Tenant
@@ -163,13 +164,15 @@ def still_wanted(tenant_id: int, *, document_id: int | None = None):
 
 
 def _unwanted(rows: list[IndexRow]) -> set[str]:
-    """Ids of rows whose source the database no longer holds (or no longer indexes)."""
-    chunk_pks = {int(r.id.split(":", 1)[1]): r.id for r in rows if r.id.startswith("chunk:")}
-    memory_pks = {r.id.split(":", 1)[1]: r.id for r in rows if r.id.startswith("memory:")}
+    """Ids of rows whose source the database no longer holds (or no longer indexes); a candidate
+    question goes with its source."""
+    sources = {r.id: source_key(r.id) for r in rows}
+    chunk_pks = {int(s.split(":", 1)[1]) for s in sources.values() if s.startswith("chunk:")}
+    memory_pks = {s.split(":", 1)[1] for s in sources.values() if s.startswith("memory:")}
     kept = {chunk_key(pk) for pk in Chunk.objects.filter(pk__in=chunk_pks).values_list("pk", flat=True)}
     kept |= {memory_key(pk) for pk in Memory.objects.filter(pk__in=memory_pks, status=Memory.Status.ACTIVE)
              .values_list("pk", flat=True)}
-    return (set(chunk_pks.values()) | set(memory_pks.values())) - kept
+    return {i for i, s in sources.items() if s.startswith(("chunk:", "memory:")) and s not in kept}
 
 
 def index_document_rows(document: Document, progress=None, guard: Callable[[], ContextManager] = nullcontext) -> int:
@@ -200,7 +203,7 @@ def index_memories(memories: Iterable[Memory]) -> int:
             remove_memory_rows(tenant_id, {m.kb_id for m in group}, [m.pk for m in (group if tenant is None else inactive)])
         if tenant is None:
             continue
-        active = [row_for_memory(m) for m in group if m.status == Memory.Status.ACTIVE]
+        active = list(with_questions(row_for_memory(m) for m in group if m.status == Memory.Status.ACTIVE))
         written += write_rows(active, exclusive=is_exclusive(tenant), check=still_wanted(tenant_id))
     return written
 

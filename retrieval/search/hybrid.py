@@ -25,6 +25,7 @@ from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 from retrieval.projection import memory_key
 from retrieval.relevance import PROBE_CHARS, cosine_shift, script
 from retrieval.request import SearchRequest
+from retrieval.search import questions as candidate_questions
 from retrieval.search import response, scoring
 from retrieval.search.engines import Engines
 from retrieval.search.entity_recall import entity_episodes, entity_recall, pulled_in
@@ -152,8 +153,13 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     engines.start_embedding()
     sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
     dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}
+    lifted = [plan[key][1] for key in ("chunks", "facts") if key in plan]
+    matched = (candidate_questions.start(engines, base, 2 * max(lifted))  # several questions per source
+               if lifted and candidate_questions.active(engines) else None)
     entities = entity_recall(req.query, base) if want_episodes else None  # while the engines answer
     joined = {key: (engines.result(dense[key]), engines.result(sparse[key])) for key in plan}
+    if matched is not None:
+        candidate_questions.lift(joined, matched)
     return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities)
 
 
