@@ -16,13 +16,13 @@ extracts the turns still pending (the MemCells written before the death stay wri
 """
 
 import logging
-import threading
 import time
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.utils import timezone
 
+from common.heartbeat import LeaseHeartbeat, heartbeat_interval
 from conversations import actions
 from memory.models import ExtractionJob, Message
 from tenants.access import Scope
@@ -135,31 +135,19 @@ def stalled_jobs() -> list[str]:
     return found
 
 
-class _Heartbeat:
+class _Heartbeat(LeaseHeartbeat):
     """Renew the job's lease every third of it while the extraction runs (in a thread of its own)."""
 
     def __init__(self, job: ExtractionJob):
         self.job = job
-        self.interval = max(0.2, settings.LOCI_EXTRACTION_LEASE_SECONDS / 3)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"job-lease-{job.pk}", daemon=True)
+        self.name = f"job-lease-{job.pk}"
+        super().__init__(heartbeat_interval(settings.LOCI_EXTRACTION_LEASE_SECONDS))
 
-    def __enter__(self):
-        self._thread.start()
-        return self
+    def renew(self) -> bool:
+        return self.job.renew_lease()
 
-    def __exit__(self, *exc_info):
-        self._stop.set()
-        self._thread.join(timeout=self.interval + 5)
+    def on_unreachable(self, exc: DatabaseError) -> None:
+        log.warning("extraction job %s: could not renew its lease: %s", self.job.pk, exc)
 
-    def _run(self):
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    if not self.job.renew_lease():
-                        log.warning("extraction job %s: taken over; this holder's answer will be dropped", self.job.pk)
-                        return
-                except DatabaseError as exc:  # keep beating: the lease outlasts a missed beat
-                    log.warning("extraction job %s: could not renew its lease: %s", self.job.pk, exc)
-        finally:
-            connection.close()  # this thread's own connection
+    def on_lost(self) -> None:
+        log.warning("extraction job %s: taken over; this holder's answer will be dropped", self.job.pk)

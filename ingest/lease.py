@@ -7,57 +7,32 @@ re-delivered copy took the document over and ran beside it. With it, only a hold
 """
 
 import logging
-import threading
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.utils import timezone
 
+from common.heartbeat import LeaseHeartbeat, heartbeat_interval
 from memory.models import Document
+
+__all__ = ["Heartbeat", "heartbeat_interval"]
 
 log = logging.getLogger(__name__)
 
 
-def heartbeat_interval(lease_seconds: float) -> float:
-    # Three beats per lease: one lost to a slow database does not let the lease run out.
-    return max(0.2, lease_seconds / 3)
-
-
-class Heartbeat:
+class Heartbeat(LeaseHeartbeat):
     """While the `with` block runs, renew the lease of the claim `document` holds every `interval` s."""
 
     def __init__(self, document, interval: float):
-        self.pk, self.token, self.interval = document.pk, document.claim_token, interval
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{self.pk}", daemon=True)
+        self.pk, self.token = document.pk, document.claim_token
+        self.name = f"lease-{self.pk}"
+        super().__init__(interval)
 
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
+    def renew(self) -> bool:
+        return bool(Document.objects.filter(pk=self.pk, claim_token=self.token).update(updated_at=timezone.now()))
 
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+    def on_unreachable(self, exc: DatabaseError) -> None:
+        log.warning("document %s: could not renew the stage lease: %s", self.pk, exc)
 
-    def stop(self) -> None:
-        """Stop renewing, and wait for a beat in flight. Called before the claim changes hands: a
-        beat after the release would find the claim gone and report it lost."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.interval + 5)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(self.interval):
-                try:
-                    renewed = Document.objects.filter(pk=self.pk, claim_token=self.token).update(
-                        updated_at=timezone.now())
-                except DatabaseError as exc:  # keep beating: the lease outlasts a few missed beats
-                    log.warning("document %s: could not renew the stage lease: %s", self.pk, exc)
-                    continue
-                if not renewed:
-                    # Taken over (or deleted): the stage's own writes are refused from now on.
-                    log.warning("document %s: the stage lost its claim; its writes will be refused", self.pk)
-                    self.lost.set()
-                    return
-        finally:
-            connection.close()  # this thread's own connection
+    def on_lost(self) -> None:
+        # Taken over (or deleted): the stage's own writes are refused from now on.
+        log.warning("document %s: the stage lost its claim; its writes will be refused", self.pk)
