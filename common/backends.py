@@ -8,7 +8,7 @@ A kind's setting names its aliases, each `{"BACKEND": dotted path, "OPTIONS": {.
 
 `BACKEND` is a class or factory called with the OPTIONS dict. The handler builds an alias on first
 use; an index alias can also be built for a numbered build of the projection (a namespace of its
-own, see retrieval/builds.py). A backend that declares `thread_safe = True` is built once per
+own, see retrieval/backends/builds.py). A backend that declares `thread_safe = True` is built once per
 process and shared by every thread; any other is built once per thread, as Django's handler does
 (`Local(thread_critical=False)`), because we cannot know it is safe. Changed settings (tests) close
 and forget a kind's backends; `close_all()` closes every kind's.
@@ -180,7 +180,7 @@ def _reset_on_setting_change(*, setting, **kwargs):
 
 
 # The five kinds. Each module that serves one (retrieval.backends, retrieval.embeddings,
-# retrieval.rerankers, common.llm) keeps its accessor (`vector_index()`, `embedder()`...) as a thin
+# retrieval.runtimes.rerankers, common.llm) keeps its accessor (`vector_index()`, `embedder()`...) as a thin
 # wrapper over its handler here.
 vector_indexes = register(BackendHandler("vector index", "LOCI_VECTOR_INDEX"))
 keyword_indexes = register(BackendHandler("keyword index", "LOCI_KEYWORD_INDEX"))
