@@ -8,7 +8,7 @@ A kind's setting names its aliases, each `{"BACKEND": dotted path, "OPTIONS": {.
 
 `BACKEND` is a class or factory called with the OPTIONS dict. The handler builds an alias on first
 use; an index alias can also be built for a numbered build of the projection (a namespace of its
-own, see retrieval/backends/builds.py). A backend that declares `thread_safe = True` is built once per
+own, see retrieval/builds.py). A backend that declares `thread_safe = True` is built once per
 process and shared by every thread; any other is built once per thread, as Django's handler does
 (`Local(thread_critical=False)`), because we cannot know it is safe. Changed settings (tests) close
 and forget a kind's backends; `close_all()` closes every kind's.

@@ -384,7 +384,7 @@ LOCI_KEYWORD_INDEX = {
     },
 }
 
-# Online reindex (retrieval/backends/builds.py): which build of the indexes the default aliases serve. Every
+# Online reindex (retrieval/builds.py): which build of the indexes the default aliases serve. Every
 # app process must see the same file (several hosts: put it on shared storage, e.g. the media volume).
 LOCI_INDEX_STATE = Path(env_str("LOCI_INDEX_STATE", str(VAR_DIR / "index-builds.json")))
 # After switching to a new build, how long the old one is kept for searches already under way.

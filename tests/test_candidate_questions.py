@@ -12,8 +12,7 @@ from ingest.tasks import run_inline
 from memory.actions import delete_document
 from memory.curation import delete_memory
 from memory.models import Chunk, Memory
-from retrieval import questions
-from retrieval.backends import builds
+from retrieval import builds, questions
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.projection import reconcile, reindex

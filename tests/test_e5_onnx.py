@@ -178,7 +178,7 @@ def test_it_is_a_vector_space_of_its_own(fp32, int8, var_dir, settings, tmp_path
 def test_precision_is_a_setting_and_a_build_keeps_the_precision_it_was_written_with(fp32, int8, var_dir, settings):
     """EMBEDDING_PRECISION=fp32 gives the fp32 runtime; a build written in fp32 is embedded for in fp32
     while int8 is configured (never int8 queries against fp32 vectors)."""
-    from retrieval.backends.builds import Build
+    from retrieval.builds import Build
     from retrieval.embeddings.identity import embedder_for
 
     settings.VAR_DIR = var_dir

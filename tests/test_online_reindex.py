@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from memory.models import Memory
-from retrieval.backends import builds
+from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import embedder

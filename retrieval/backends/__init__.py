@@ -2,7 +2,7 @@
 
 `vector_index()` and `keyword_index()` are the `default` aliases of LOCI_VECTOR_INDEX /
 LOCI_KEYWORD_INDEX (`BACKEND` dotted path, `OPTIONS` dict), in the build the default aliases serve
-now (retrieval.backends.builds); `vector_index(build=n)` is one build in particular (a reindex writing it).
+now (retrieval.builds); `vector_index(build=n)` is one build in particular (a reindex writing it).
 The checks every backend applies to its arguments (filters, rows, top_k) live here so they are the
 same everywhere.
 """
@@ -11,7 +11,7 @@ import math
 import numbers
 
 from common.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
-from retrieval.backends import builds
+from retrieval import builds
 from retrieval.backends.base import (
     KINDS,
     LocalServer,

@@ -167,7 +167,7 @@ class _IndexContract(Protocol):
     @staticmethod
     def build_options(options: dict, build: int) -> dict:
         """The OPTIONS of projection build `build` > 0: the same engine, a namespace of its own
-        that this namespace's drop_all, count, ids and delete never touch (retrieval/backends/builds.py)."""
+        that this namespace's drop_all, count, ids and delete never touch (retrieval/builds.py)."""
         ...
 
 

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from common.backends import DEFAULT_ALIAS, BackendHandler, keyword_indexes, vector_indexes
 from memory.models import Chunk, Memory
-from retrieval.backends import builds
+from retrieval import builds
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.sqlite_fts import SqliteKeywordIndex
 from retrieval.backends.sqlite_vectors import SqliteVectorIndex

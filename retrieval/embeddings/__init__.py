@@ -4,7 +4,7 @@
     query = embedder().embed_query(text)
 
 `embedder()` is the embedder whose vectors the live index build holds, `embedder(build=b)` the one
-of build `b` (each build records its alias and its model's identity, retrieval/backends/builds.py; when the
+of build `b` (each build records its alias and its model's identity, retrieval/builds.py; when the
 alias is now configured with another model, identity.py decides), so queries are always embedded in
 the vector space they search and writes never mix two models in one build. `embedder("next")` is
 one alias as configured.
@@ -15,7 +15,7 @@ collections by dim, so changing the model means a reindex, never mixed vectors o
 from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
-from retrieval.backends import builds
+from retrieval import builds
 from retrieval.embeddings import identity
 from retrieval.embeddings.base import Embedder, EmbeddingError
 from retrieval.embeddings.identity import EmbedderMismatch

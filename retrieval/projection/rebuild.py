@@ -10,10 +10,10 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
-from retrieval import questions
-from retrieval.backends import builds, token_vectors
+from retrieval import builds, questions
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
-from retrieval.backends.builds import Build, BuildState
+from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity
 from retrieval.projection.reconcile import reconcile, reconcile_removed
 from retrieval.projection.removal import batches, delete_everywhere, delete_in

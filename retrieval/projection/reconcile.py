@@ -6,7 +6,7 @@ from memory.models import Chunk, Document, Memory
 from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
-from retrieval.backends.builds import Build
+from retrieval.builds import Build
 from retrieval.models import RemovedKnowledgeBase
 from retrieval.projection.questions import source_key
 from retrieval.projection.removal import batches

@@ -4,13 +4,14 @@ Every removal clears both places, the shared set and the tenant's exclusive one:
 sit in either (an isolation switch under way, or one that died half-way), and a delete must not
 depend on which. Each takes ids, not model instances, so it can run after the commit that deleted
 the rows it is named after, and running it again removes nothing more. Every build that must have
-the delete gets it (retrieval/backends/builds.py): the live one and the one an online reindex is building.
+the delete gets it (retrieval/builds.py): the live one and the one an online reindex is building.
 """
 
 from dataclasses import replace
 from typing import Iterable
 
-from retrieval.backends import builds, token_vectors
+from retrieval import builds
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.projection.questions import question_keys

@@ -1,7 +1,7 @@
 """Writing index rows: embedded in batches into every build that must have them, each batch checked
 against the database afterwards (`still_wanted`); a document's rows, memories' rows, a tenant's rows.
 
-Every write lands in each build that must have it (retrieval/backends/builds.py): the live one and, while an
+Every write lands in each build that must have it (retrieval/builds.py): the live one and, while an
 online reindex runs, the one it is building, each embedded by its own embedder.
 """
 
@@ -14,10 +14,11 @@ import numpy as np
 from django.conf import settings
 
 from memory.models import Chunk, Document, Memory
-from retrieval.backends import builds, token_vectors
+from retrieval import builds
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexRow
-from retrieval.backends.builds import Build
+from retrieval.builds import Build
 from retrieval.embeddings import embedder
 from retrieval.projection.questions import source_key, with_questions
 from retrieval.projection.removal import delete_in, remove_document_rows, remove_ids, remove_memory_rows

@@ -7,7 +7,7 @@ questions a passage answers are matched question to question, and lift their sou
 statement's own structure (english.py, chinese.py); with one configured (LOCI_LLM) the model is asked,
 the rules answering when it fails.
 
-`identity()` names the generator: a build of the indexes records it (retrieval/backends/builds.py), and a
+`identity()` names the generator: a build of the indexes records it (retrieval/builds.py), and a
 search reads a build's questions only when they were written by the generator configured now.
 """
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from common.once import once
-from retrieval.backends import builds
+from retrieval import builds
 from retrieval.backends import cpu_deadline, keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder

@@ -6,7 +6,7 @@ matches stands for its source: its hit joins the source kind's recall lists unde
 with the better of the two scores (the source's own and its question's), so the fusion ranks and
 scores the source as if its text had matched that well. Questions are never results themselves.
 
-Read only from a build whose questions the configured generator wrote (retrieval/backends/builds.py): after a
+Read only from a build whose questions the configured generator wrote (retrieval/builds.py): after a
 change of generator the channel stays off until `manage.py reindex`, and says so once.
 """
 

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.exceptions import ImproperlyConfigured
 
 from entities.projection import rebuild_entities
-from retrieval.backends.builds import ReindexRunning
+from retrieval.builds import ReindexRunning
 from retrieval.projection import reindex
 from tenants.models import KnowledgeBase, Tenant
 
