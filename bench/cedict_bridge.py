@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     embedder = E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, models_dir=settings.LOCI_MODELS_DIR)
     reranker = None
     if args.rerank_depth:
-        from retrieval.e5_rerank import E5CrossReranker
+        from retrieval.runtimes.e5_rerank import E5CrossReranker
 
         reranker = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR)
     vocab = glosses(CcCedict())

@@ -119,8 +119,9 @@ _matrices: dict[str, bytes] = {}
 
 
 def store_token_vectors(memories) -> None:
-    """The late-interaction rows ingestion writes (retrieval/token_vectors.py), one encoding per distinct text."""
-    from retrieval import colbert, token_vectors
+    """The late-interaction rows ingestion writes (retrieval/backends/token_vectors.py), one encoding per distinct text."""
+    from retrieval.backends import token_vectors
+    from retrieval.runtimes import colbert
     from retrieval.models import TokenVectors
 
     model = token_vectors.model()

@@ -65,7 +65,7 @@ def fill_ce(row: dict, item: dict) -> None:
     """The cross-encoder's logits of an item the collect did not score (its text; a fact's source turns)."""
     if "ce_text" in item and "ce_turn" in item:
         return
-    from retrieval import cross_encoder
+    from retrieval.runtimes import cross_encoder
 
     from bench.locomo import DEFAULT_PATH, load
 

@@ -56,7 +56,8 @@ def collect(path: Path, indices: list[int], out: Path, embedding_cache: str | No
 
         from memory.models import Memory
 
-        from retrieval import colbert, cross_encoder, token_vectors
+        from retrieval.backends import token_vectors
+        from retrieval.runtimes import colbert, cross_encoder
 
         # One thread each, as the projection and the rerank slot run them: CPU per text is what is measured.
         li, ce = colbert.model(threads=1), cross_encoder.model(threads=1)
@@ -164,7 +165,7 @@ def ingest_cost(path: Path, indices: list[int], projection_on: bool) -> dict:
     try:
         from memory.models import Memory
 
-        from retrieval import token_vectors
+        from retrieval.backends import token_vectors
         from retrieval.relevance import script
 
         cpu = defaultdict(float)

@@ -1,5 +1,5 @@
 """The reranker bench/train_reranker.py trains, in torch: e5-small's frozen lower layers and trainable upper
-ones over the query's and the passage's states (retrieval/e5_rerank.py runs the same network under
+ones over the query's and the passage's states (retrieval/runtimes/e5_rerank.py runs the same network under
 onnxruntime, op for op), the token ids and padding it reads, and the e5-small vectors it is given.
 """
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.e5_rerank_format import (
+from retrieval.runtimes.e5_rerank_format import (
     JOIN,
     MATRICES,
     E5_WINDOW,
@@ -238,7 +238,7 @@ def load_trained(model, path: Path) -> None:
     """The committed weights (int8 codes dequantised, as training rounded them) into the torch model."""
     import torch
 
-    from retrieval.e5_rerank_format import load_weights
+    from retrieval.runtimes.e5_rerank_format import load_weights
 
     weights = load_weights(path)
     with torch.no_grad():

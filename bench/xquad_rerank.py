@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     from bench.harness import setup_django
 
     setup_django(tempfile.mkdtemp(prefix="loci-xquad-"))
-    from retrieval.e5_rerank import E5CrossReranker
+    from retrieval.runtimes.e5_rerank import E5CrossReranker
     from retrieval.embeddings.e5_onnx import E5SmallOnnxEmbedder
 
     embedder = E5SmallOnnxEmbedder(var_dir=settings.VAR_DIR, models_dir=settings.LOCI_MODELS_DIR)

@@ -180,7 +180,7 @@ def _reset_on_setting_change(*, setting, **kwargs):
 
 
 # The five kinds. Each module that serves one (retrieval.backends, retrieval.embeddings,
-# retrieval.rerankers, common.llm) keeps its accessor (`vector_index()`, `embedder()`...) as a thin
+# retrieval.runtimes.rerankers, common.llm) keeps its accessor (`vector_index()`, `embedder()`...) as a thin
 # wrapper over its handler here.
 vector_indexes = register(BackendHandler("vector index", "LOCI_VECTOR_INDEX"))
 keyword_indexes = register(BackendHandler("keyword index", "LOCI_KEYWORD_INDEX"))

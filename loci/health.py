@@ -19,7 +19,8 @@ from django.views.decorators.http import require_GET
 
 from ingest import worker_liveness
 from loci.supervision import RESTARTING, read_state
-from retrieval import index_upgrade, warmup
+from retrieval import warmup
+from retrieval.backends import index_upgrade
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.embeddings import identity

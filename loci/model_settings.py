@@ -17,7 +17,7 @@ LOCI_EMBEDDER_NEXT = env_choice("LOCI_EMBEDDER_NEXT", "", {"", "e5-small", "e5-s
 if LOCI_EMBEDDER_NEXT:
     LOCI_EMBEDDERS["next"] = {"BACKEND": "retrieval.embeddings.configured_embedder",
                               "OPTIONS": {"provider": LOCI_EMBEDDER_NEXT, "fallback": ""}}
-LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.rerankers.configured_reranker", "OPTIONS": {}}}
+LOCI_RERANKERS = {"default": {"BACKEND": "retrieval.runtimes.rerankers.configured_reranker", "OPTIONS": {}}}
 LOCI_LLM_CLIENTS = {"default": {"BACKEND": "common.llm.build_llm_client", "OPTIONS": {}}}
 # Each index build records its model's identity, so an installation whose indexes hold another
 # model's vectors keeps embedding with that one until `manage.py reindex`
@@ -45,12 +45,12 @@ RERANK_BASE_URL = env_str("RERANK_BASE_URL")
 RERANK_API_KEY = env_str("RERANK_API_KEY", "none")
 RERANK_MODEL = env_str("RERANK_MODEL")
 RERANK_FALLBACK = env_choice("RERANK_FALLBACK", "", {"", "llm"})
-# A reranker run in the process from a registry package's files (retrieval/rerankers.py LOCAL_RERANKERS):
+# A reranker run in the process from a registry package's files (retrieval/runtimes/rerankers.py LOCAL_RERANKERS):
 # "ms-marco-en" is the English cross-encoder (bench/RESULTS.md, "Late interaction and a local cross-encoder").
 RERANK_LOCAL = env_str("RERANK_LOCAL")
 RERANK_MIN_SCORE = env_float("RERANK_MIN_SCORE", 0.0)
 RERANK_TIMEOUT = env_float("RERANK_TIMEOUT", 30.0, minimum=1.0)
-# The bundled multilingual reranker (retrieval/e5_rerank.py, trained here: bench/train_reranker.py):
+# The bundled multilingual reranker (retrieval/runtimes/e5_rerank.py, trained here: bench/train_reranker.py):
 # a rerank call whose query or results hold Chinese goes to it, an English-only one to the reranker
 # above (or to it too when none is configured). Reranking runs when MRAG_RERANK or the request asks.
 RERANK_MULTILINGUAL = env_bool("RERANK_MULTILINGUAL", False)

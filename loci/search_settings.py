@@ -80,7 +80,7 @@ MRAG_MIN_RELEVANCE = env_float("MRAG_MIN_RELEVANCE", fitted.MIN_RELEVANCE.value,
 SEARCH_CROSS_LANGUAGE_COSINE_SHIFT = env_float("SEARCH_CROSS_LANGUAGE_COSINE_SHIFT", fitted.CROSS_LANGUAGE_COSINE_SHIFT.value,
                                                minimum=0.0, maximum=0.5)
 # The late-interaction stage (retrieval/search/late_interaction.py): English hybrid candidates rescored
-# by ColBERT MaxSim over token vectors stored at ingestion (retrieval/token_vectors.py). Off skips both
+# by ColBERT MaxSim over token vectors stored at ingestion (retrieval/backends/token_vectors.py). Off skips both
 # the stage and the projection's writes. On since session 11: LoCoMo conversations 1, 3 (held out) R@5
 # 0.696 -> 0.719, R@10 0.768 -> 0.778, multi-hop 0.447 -> 0.520 (open-domain 0.545 -> 0.477, 11 questions);
 # LongMemEval's knowledge-update and preference questions unchanged (bench/RESULTS.md, "Late interaction

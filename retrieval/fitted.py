@@ -8,7 +8,7 @@ value from here too. A refit changes the value, the date and the figures in benc
 
 Not here: numbers taken from a source (RRF's k = 60, BM25's k1 and b, EverOS's own weights), limits
 that bound work (top_k, batch sizes), and trained models' weights (their model cards say how they were
-trained: retrieval/models/e5x-rerank.md, conversations/models/statements.md, entities/models/entity_types.md).
+trained: retrieval/weights/e5x-rerank.md, conversations/models/statements.md, entities/models/entity_types.md).
 """
 
 from dataclasses import dataclass

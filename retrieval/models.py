@@ -23,7 +23,7 @@ class RemovedKnowledgeBase(models.Model):
 
 
 class TokenVectors(models.Model):
-    """Late-interaction token vectors of one source (retrieval/token_vectors.py): a projection.
+    """Late-interaction token vectors of one source (retrieval/backends/token_vectors.py): a projection.
 
     A source is what memories are drawn from: a chat message or a document's child chunk; a memory
     that cites neither (made through the API) has its own. Facts and episodes are scored by their

@@ -21,7 +21,7 @@ import time
 
 from django.conf import settings
 
-from retrieval import token_vectors
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.embeddings import embedder
 from retrieval.search import multilingual

@@ -199,7 +199,7 @@ def fake_openai(settings):
     """A running FakeOpenAI with the LLM, embedding and rerank settings pointing at it."""
     from common.llm import reset_llm_client
     from retrieval.embeddings import reset_embedder
-    from retrieval.rerankers import reset_reranker
+    from retrieval.runtimes.rerankers import reset_reranker
 
     server = FakeOpenAI().start()
     settings.OPENAI_BASE_URL = server.base_url

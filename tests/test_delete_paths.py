@@ -23,7 +23,8 @@ from ingest.actions import ingest_document
 from conversations.actions import accumulate_messages, flush_session
 from ingest.tasks import run_inline
 from memory.models import Chunk, Document, Memory, Message
-from retrieval import projection, token_vectors
+from retrieval import projection
+from retrieval.backends import token_vectors
 from retrieval.projection import writes
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
@@ -237,7 +238,7 @@ def test_every_delete_path_leaves_nothing_in_either_index(seeded, world, committ
         target = s.document.pk
     flts = filters_of(scope_name, s, target)
     before = index_rows(flts)
-    # Token vectors are of chat messages (retrieval/token_vectors.py): a document's rows have none.
+    # Token vectors are of chat messages (retrieval/backends/token_vectors.py): a document's rows have none.
     assert before["vector"] > 0 and before["keyword"] > 0 and (before["late_interaction"] > 0) == (
         scope_name in ("tenant", "user", "session")), before
     doomed = doomed_ids(scope_name, s)

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from django.conf import settings as django_settings
 
-from retrieval import e5_rerank
-from retrieval.e5_rerank import E5CrossReranker
-from retrieval.e5_rerank_format import MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, WEIGHTS_PATH
-from retrieval.onnx_models import file_sha256
+from retrieval.runtimes import e5_rerank
+from retrieval.runtimes.e5_rerank import E5CrossReranker
+from retrieval.runtimes.e5_rerank_format import MAX_PASSAGE_TOKENS, MAX_QUERY_TOKENS, WEIGHTS_PATH
+from retrieval.runtimes.onnx_graph import file_sha256
 from retrieval.embeddings.e5_format import source_path
 from tests.conftest import SHARED_DATA
 from tests.test_e5_onnx import EDGE_TEXTS, HARNESS, real_texts

@@ -12,7 +12,7 @@ import pytest
 from entities import extraction
 from entities.extraction import find_mentions
 from entities.typing_model import MODEL_PATH, feature_ids, features, model
-from retrieval.onnx_models import file_sha256
+from retrieval.runtimes.onnx_graph import file_sha256
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "entity_types_reference.json").read_text())
 

@@ -11,8 +11,9 @@ import pytest
 from conversations.actions import accumulate_messages, flush_session
 from memory.curation import delete_memories_in_scope
 from memory.models import Memory, Message
-from retrieval import colbert, token_vectors
-from retrieval.bundled_models import COLBERT
+from retrieval.backends import token_vectors
+from retrieval.runtimes import colbert
+from retrieval.runtimes.bundled_models import COLBERT
 from retrieval.models import TokenVectors
 from retrieval.projection import index_memories, reconcile, reindex
 from retrieval.request import parse_search_request

@@ -362,7 +362,7 @@ def test_an_installation_indexed_on_milvus_lite_moves_to_the_embedded_index_by_r
     """The upgrade: settings now name the embedded index, whose file starts empty; `reindex` fills it."""
     from django.core.management import call_command
 
-    from retrieval import index_upgrade
+    from retrieval.backends import index_upgrade
     from retrieval.backends import reset_backends
     from retrieval.backends.milvus import MilvusVectorIndex
 
@@ -398,7 +398,7 @@ def test_an_installation_indexed_on_fts5_moves_to_tantivy_by_repair_or_reindex(w
     (keywords only, nothing embedded) or `reindex` fills it, and the notice goes."""
     from django.core.management import call_command
 
-    from retrieval import index_upgrade
+    from retrieval.backends import index_upgrade
     from retrieval.backends import reset_backends
     from tests.index_fixtures import memory_backed_dir
 

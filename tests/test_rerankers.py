@@ -7,7 +7,7 @@ import math
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from retrieval.rerankers import FailoverReranker, HttpReranker, LlmJudgeReranker, RerankError, reranker
+from retrieval.runtimes.rerankers import FailoverReranker, HttpReranker, LlmJudgeReranker, RerankError, reranker
 from tests.fake_openai import Reply, fake_openai  # noqa: F401  (fixture)
 
 QUERY = "how do I reset my password"
@@ -82,7 +82,7 @@ def test_configured_reranker_fails_over_to_the_llm_judge(fake_openai, settings, 
     fake_openai.queue_json({"scores": [1, 9, 4]})
 
     chosen = reranker()
-    with caplog.at_level(logging.WARNING, logger="retrieval.rerankers"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.runtimes.rerankers"):
         scores = chosen.rerank(QUERY, TEXTS)
 
     assert isinstance(chosen, FailoverReranker)
@@ -132,7 +132,7 @@ def multilingual(settings):
 
 
 def test_the_bundled_multilingual_reranker_keeps_the_contract(multilingual):
-    from retrieval.e5_rerank import E5CrossReranker, LanguageGateReranker
+    from retrieval.runtimes.e5_rerank import E5CrossReranker, LanguageGateReranker
 
     chosen = reranker()
     scores = chosen.rerank(ZH_QUERY, ZH_TEXTS)

@@ -16,7 +16,7 @@ from conversations.claims import claim, contradicts, supersedes
 from conversations.statements import MODEL_PATH, feature_ids, model, readings, token_features, tokens
 from memory.models import Memory
 from retrieval.embeddings import embedder
-from retrieval.onnx_models import file_sha256
+from retrieval.runtimes.onnx_graph import file_sha256
 from tests.conftest import api_client
 from tests.test_conversation_api import T0, ingest, search
 

@@ -101,7 +101,7 @@ def test_loci_warm_start_0_turns_it_off(cold_process, monkeypatch):
 def test_the_warm_up_loads_the_late_interaction_model_when_the_stage_is_on(db, settings, monkeypatch):
     """ColBERT's load (about 1 CPU-s: the files' sha256 and two sessions) belongs to the process's
     start, not to the first English search's CPU budget (SEARCH_CPU_BUDGET_SECONDS)."""
-    from retrieval import colbert
+    from retrieval.runtimes import colbert
 
     settings.SEARCH_LATE_INTERACTION = True
     monkeypatch.setenv("LOCI_WARM_START", "1")

@@ -169,7 +169,7 @@ class SqliteVectorIndex:
         build_coarse(*job, background=True)
 
     def is_empty(self) -> bool:
-        """No row at all, of any place or width (retrieval/index_upgrade.py asks)."""
+        """No row at all, of any place or width (retrieval/backends/index_upgrade.py asks)."""
         return self._conn().execute("SELECT 1 FROM vec_rows LIMIT 1").fetchone() is None
 
     # --- writes

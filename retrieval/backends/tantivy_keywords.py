@@ -403,7 +403,7 @@ class TantivyKeywordIndex:
             self._readers.clear()
 
     def is_empty(self) -> bool:
-        """No row in any table set (retrieval/index_upgrade.py asks)."""
+        """No row in any table set (retrieval/backends/index_upgrade.py asks)."""
         root = self.directory / GENERATION
         sets = [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
         for name in sets:

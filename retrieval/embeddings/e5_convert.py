@@ -18,7 +18,7 @@ together build it once and never read a half-written file.
 from pathlib import Path
 
 from retrieval.embeddings.e5_format import E5File
-from retrieval.onnx_models import PRECISIONS, Graph, build_once, file_sha256
+from retrieval.runtimes.onnx_graph import PRECISIONS, Graph, build_once, file_sha256
 
 # Bump whenever the graph, the weights' treatment or the quantisation recipe change: the cache key
 # and the embedder's name change with it, so old files are not reused and old vectors are never
@@ -79,6 +79,6 @@ def model_dir(var_dir: str | Path, source_sha256: str, models_dir: str | Path | 
 def ensure_models(source_path: str | Path, var_dir: str | Path, source_sha256: str | None = None,
                   models_dir: str | Path | None = None) -> Path:
     """The directory holding the converted models for `source_path`, built once by one process under
-    a file lock and renamed into place (retrieval/onnx_models.py: build_once)."""
+    a file lock and renamed into place (retrieval/runtimes/onnx_graph.py: build_once)."""
     sha = source_sha256 or file_sha256(source_path)
     return build_once(model_dir(var_dir, sha, models_dir), lambda work: write_models(E5File(source_path), work))

@@ -14,7 +14,7 @@ budget, so a batch pads little and one long text never makes every short one pay
 import numpy as np
 
 from common.once import once
-from retrieval import onnx_models
+from retrieval.runtimes import onnx_graph
 from retrieval.embeddings import e5_convert
 from retrieval.embeddings.base import check_texts, empty, normalise_rows
 from retrieval.embeddings.e5 import _clean, available_cores
@@ -33,15 +33,15 @@ class _Runtime:
     """One process's loaded model: tokenizer, word-embedding table, ONNX Runtime session."""
 
     def __init__(self, source: str, model_path: str, threads: int):
-        self.inputs = onnx_models.TokenEmbeddings(source)
+        self.inputs = onnx_graph.TokenEmbeddings(source)
         self.file, self.tokenizer = self.inputs.file, self.inputs.tokenizer
         self.window = self.file.header.max_positions - 2  # content tokens per window, as e5.c's WMAX
         threads = threads or available_cores()
-        self.session = onnx_models.session(model_path, threads)
+        self.session = onnx_graph.session(model_path, threads)
         # A query is a few dozen tokens: waking a second sleeping thread for each small matmul costs
         # more than it saves (bench/RESULTS.md), so queries run on a one-thread session of their own,
         # which also keeps them from queueing behind a batch of documents on the shared pool.
-        self.query_session = self.session if threads == 1 else onnx_models.session(model_path, 1)
+        self.query_session = self.session if threads == 1 else onnx_graph.session(model_path, 1)
 
     def encode(self, texts: list[str], prefix: str, session=None, max_windows: int | None = None) -> np.ndarray:
         """L2-normalised rows for `texts`, each embedded as e5.c's embed_n embeds it (from its first

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
-from retrieval import builds, questions, token_vectors
+from retrieval import builds, questions
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity

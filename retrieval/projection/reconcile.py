@@ -3,7 +3,7 @@
 from django.db.models import Q
 
 from memory.models import Chunk, Document, Memory
-from retrieval import token_vectors
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.builds import Build

@@ -10,7 +10,8 @@ the delete gets it (retrieval/builds.py): the live one and the one an online rei
 from dataclasses import replace
 from typing import Iterable
 
-from retrieval import builds, token_vectors
+from retrieval import builds
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.projection.questions import question_keys

@@ -14,7 +14,8 @@ import numpy as np
 from django.conf import settings
 
 from memory.models import Chunk, Document, Memory
-from retrieval import builds, token_vectors
+from retrieval import builds
+from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexRow
 from retrieval.builds import Build

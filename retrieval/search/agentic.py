@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connections
 
 from common.llm_scope import llm_scope, seconds_left
-from retrieval.reranking import rerank_items
+from retrieval.search.rerank import rerank_items
 
 log = logging.getLogger(__name__)
 MERGE_LIMIT = 40  # the open EverOS implementation caps the merged pool at 40

@@ -3,10 +3,10 @@
 Hybrid answers the request's top_k and appends the best of what its recall and expansion already
 scored, up to SEARCH_LATE_INTERACTION_CANDIDATES items (hybrid.runners_up: asking it for 30 items
 instead widened its recall and expansion, p95 3.24x at 10k); each
-fact and episode of an English query gets the best MaxSim against the query (retrieval/colbert.py)
+fact and episode of an English query gets the best MaxSim against the query (retrieval/runtimes/colbert.py)
 of its English sources — a memory's cited messages (a memory citing none and without a document,
 itself; documents' items have none: on English documents the stage lost) — from the token vectors stored at ingestion
-(retrieval/token_vectors.py; a source without stored vectors of the current model is encoded now,
+(retrieval/backends/token_vectors.py; a source without stored vectors of the current model is encoded now,
 so a model change or a row not yet projected never leaves a hole), and a new calibrated relevance:
 
     P(relevant) = σ(a · logit(hybrid's relevance) + b · MaxSim + c)      (a, b, c: SEARCH_LATE_INTERACTION_MAP)
@@ -25,7 +25,7 @@ import math
 
 from django.conf import settings
 
-from retrieval import token_vectors
+from retrieval.backends import token_vectors
 from retrieval.relevance import logit, platt, script
 from retrieval.search.ranking import LISTS
 
@@ -79,7 +79,7 @@ def source_keys(items: list[tuple[str, dict]]) -> list[list[str]]:
 
 
 def _score(query: str, items: list[tuple[str, dict]]) -> None:
-    from retrieval import colbert
+    from retrieval.runtimes import colbert
 
     if not items:
         return

@@ -3,7 +3,7 @@
 The late-interaction stage judges English items of English queries (an English model); this one
 judges every other pair: a Chinese or mixed query's items, and an English query's Chinese items.
 The top SEARCH_MULTILINGUAL_RERANK_TOP of those by hybrid's relevance (all lists together) are
-scored by the bundled reranker (retrieval/e5_rerank.py: e5-small's cosine plus a trained joint
+scored by the bundled reranker (retrieval/runtimes/e5_rerank.py: e5-small's cosine plus a trained joint
 layer), and each gets a new calibrated relevance
 
     P(relevant) = σ(a · logit(hybrid's relevance) + b · reranker score + c)   (SEARCH_MULTILINGUAL_RERANK_MAP)
@@ -54,7 +54,7 @@ def model():
     """The reranker, loaded once per process: its ONNX graph built (cached on disk by its identity)
     and its session open, so the warm-up that calls this leaves no load to a search's CPU budget."""
     global _model
-    from retrieval.e5_rerank import E5CrossReranker
+    from retrieval.runtimes.e5_rerank import E5CrossReranker
 
     if _model is None or _model.precision != settings.RERANK_MULTILINGUAL_PRECISION:
         loaded = E5CrossReranker(models_dir=settings.LOCI_MODELS_DIR, precision=settings.RERANK_MULTILINGUAL_PRECISION,

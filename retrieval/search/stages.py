@@ -8,7 +8,7 @@ the one order: `manage.py search --explain` prints it, the "why" view names its 
 from django.conf import settings
 
 from retrieval import results
-from retrieval.reranking import rerank_items
+from retrieval.search.rerank import rerank_items
 from retrieval.search import coverage, late_interaction, multilingual, ranking
 from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.agentic import agentic_search

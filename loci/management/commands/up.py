@@ -17,7 +17,7 @@ from conversations.job_sweeper import start_job_sweeper
 from common import metrics
 from common.llm import OPENAI_DEFAULT_URL
 from loci.supervision import ChildSpec, Supervisor, port_holder
-from retrieval import index_upgrade
+from retrieval.backends import index_upgrade
 from retrieval.backends import local_servers
 from retrieval.embeddings import identity
 from retrieval.projection import refill_empty_keyword_index

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from entities.projection import reconcile_entities
-from retrieval import index_upgrade
+from retrieval.backends import index_upgrade
 from retrieval.embeddings import identity
 from retrieval.projection import reconcile, reconcile_removed
 from tenants.models import Tenant

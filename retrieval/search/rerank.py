@@ -12,7 +12,7 @@ def rerank_items(query: str, items: list[dict], *, enabled: bool | None = None) 
 
     Copies: the caller's items keep their own scores (agentic merges round 1's with round 2's hybrid
     scores; a reranker's, on another scale, would win every comparison)."""
-    from retrieval.rerankers import reranker
+    from retrieval.runtimes.rerankers import reranker
 
     model = reranker()
     if model is None or not items or enabled is False:

