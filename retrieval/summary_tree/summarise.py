@@ -1,0 +1,109 @@
+"""A cluster's summary: extractive by rule (no model), or written by the LLM when one is configured.
+
+The rule keeps the cluster's most central sentences: a sentence scores by the words it shares with
+the other members of the cluster (a word found in several members is what they have in common; a
+word of one member alone is its detail), over the square root of its length so a long sentence does
+not win by size. Sentences are taken one per member in turn, best member first, so a summary of six
+sections speaks of more than the most repetitive one, up to SUMMARY_CHARS, then put back in the
+members' order. The members' topics (a section's title, a chat's subject) lead the text: a broad
+question names the topic ("what does the book say about skating?") more often than any sentence.
+"""
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from retrieval.text import tokenize
+
+log = logging.getLogger(__name__)
+
+RULES_VERSION = "rules-1"  # bump when the rules write other text: reindex then rebuilds every tree
+LLM_VERSION = "llm-1"
+SUMMARY_CHARS = 700  # about two e5 passages' worth of the 512-token window, and a paragraph to read
+SENTENCES_PER_MEMBER = 6  # a member's first sentences: an episode or a summary leads with its point
+TOPICS_SHOWN = 8
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+
+
+@dataclass(frozen=True)
+class Member:
+    topic: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    topic: str
+    text: str
+    by: str  # "rules" or "llm"
+
+
+def identity() -> str:
+    """The summariser configured now: part of a tree's identity, so a change rebuilds trees on reindex."""
+    return f"{LLM_VERSION}:{settings.LLM_MODEL}" if settings.LLM_ENABLED else RULES_VERSION
+
+
+def summarise(members: list[Member]) -> Summary:
+    if settings.LLM_ENABLED:
+        written = _asked(members)
+        if written is not None:
+            return written
+    return from_rules(members)
+
+
+def from_rules(members: list[Member]) -> Summary:
+    topics = list(dict.fromkeys(m.topic.strip() for m in members if m.topic.strip()))
+    lead = "; ".join(topics[:TOPICS_SHOWN]) + (f" (and {len(topics) - TOPICS_SHOWN} more)" if len(topics) > TOPICS_SHOWN else "")
+    sentences = [[s.strip() for s in _SENTENCE_END.split(m.text) if s and len(s.strip()) > 1][:SENTENCES_PER_MEMBER]
+                 for m in members]
+    spread: dict[str, int] = {}  # word -> members it occurs in
+    for member in sentences:
+        for word in {w for s in member for w in tokenize(s)}:
+            spread[word] = spread.get(word, 0) + 1
+    ranked = [sorted(((_centrality(s, spread), j, s) for j, s in enumerate(member)), reverse=True)
+              for member in sentences]
+    order = sorted(range(len(members)), key=lambda i: -(ranked[i][0][0] if ranked[i] else -1.0))
+    budget = SUMMARY_CHARS - len(lead)
+    picked: list[tuple[int, int, str]] = []
+    for turn in range(SENTENCES_PER_MEMBER):
+        for i in order:
+            if turn < len(ranked[i]) and len(ranked[i][turn][2]) <= budget:
+                picked.append((i, ranked[i][turn][1], ranked[i][turn][2]))
+                budget -= len(ranked[i][turn][2]) + 1
+        if budget < 40:
+            break
+    body = " ".join(s for _, _, s in sorted(picked))
+    text = f"{lead}. {body}" if lead and body else (lead or body)
+    return Summary(topic=(topics[0] if len(topics) == 1 else lead)[:300], text=text, by="rules")
+
+
+def _centrality(sentence: str, spread: dict[str, int]) -> float:
+    words = set(tokenize(sentence))
+    if not words:
+        return 0.0
+    return sum(spread[w] - 1 for w in words) / math.sqrt(len(words))
+
+
+def _asked(members: list[Member]) -> Summary | None:
+    from common.llm import LlmError, complete_json
+
+    def valid(obj):
+        return isinstance(obj.get("summary"), str) and obj["summary"].strip() and isinstance(obj.get("topic", ""), str)
+
+    parts = "\n\n".join(f"[{m.topic}]\n{m.text}" if m.topic else m.text for m in members)
+    messages = [
+        {"role": "system", "content": (
+            "Summarise the passages below in one paragraph of at most 120 words, in their own language: "
+            "what they are about together, the main points, the names they share. Give a short topic too. "
+            'Answer with JSON: {"topic": "...", "summary": "..."}')},
+        {"role": "user", "content": parts[:6000]},
+    ]
+    try:
+        obj = complete_json(messages, schema_check=valid, max_tokens=400, step="summary_tree")
+    except LlmError as exc:
+        log.info("summary from the rules: the LLM failed (%s)", exc)
+        return None
+    return Summary(topic=str(obj.get("topic") or "").strip()[:300], text=obj["summary"].strip()[:4000], by="llm")
