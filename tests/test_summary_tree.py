@@ -10,6 +10,7 @@ import pytest
 from django.test import override_settings
 
 from conversations.actions import accumulate_messages, flush_session
+from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 from ingest.actions import ingest_document
 from ingest.tasks import run_inline
 from memory.actions import delete_document
@@ -163,9 +164,12 @@ def chat(world, committed, user="u1", kb=None):
 
 def test_a_user_gets_a_tree_across_sessions_and_a_deleted_session_leaves_it(world, on, committed):
     chat(world, committed)
+    episodes = {str(e.pk) for e in Memory.objects.filter(user_id="u1", kind="episode")}
+    # A flush rebuilds the tree once the user's episodes grew by a quarter; a reindex brings it up to date.
+    assert len(episodes) > 2 and 2 <= len(root(user_id="u1").metadata["leaves"]) <= len(episodes)
+    reindex(world.acme)
     top = root(user_id="u1")
-    episodes = Memory.objects.filter(user_id="u1", kind="episode")
-    assert set(top.metadata["leaves"]) == {str(e.pk) for e in episodes} and top.session_id == ""
+    assert set(top.metadata["leaves"]) == episodes and top.session_id == ""
     found = ask(world.alice, "What did I tell you about skating, the ski trip and my pottery?")["episodes"]
     sessions = {s["session_id"] for s in found[0]["sources"]}
     assert found[0]["memory_type"] == "summary" and sessions == set(CHATS)  # each message with its own session
@@ -204,3 +208,15 @@ def test_the_rules_keep_the_sentences_members_share():
     ])
     assert written.by == "rules" and written.text.startswith("Skating; Hockey.")
     assert "rink" in written.text
+
+
+def test_with_an_llm_the_model_writes_the_summary_and_the_rules_stand_in(fake_openai):
+    fake_openai.queue_json({"topic": "Ice sports", "summary": "Skating and hockey share the town rink."})
+    members = [summarise.Member("Skating", "Skating on the rink is free."),
+               summarise.Member("Hockey", "Hockey teams train on the rink at night.")]
+    written = summarise.summarise(members)
+    assert (written.topic, written.text, written.by) == ("Ice sports", "Skating and hockey share the town rink.", "llm")
+    assert "Hockey teams train" in fake_openai.bodies("chat")[0]["messages"][-1]["content"]
+    assert summarise.identity() == "llm-1:fake-llm"  # another summariser: reindex rebuilds the trees
+    # Unscripted, the server answers 500 on every attempt: the rules answer instead.
+    assert summarise.summarise(members).by == "rules"

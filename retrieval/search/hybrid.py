@@ -229,7 +229,7 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
                                     if h.extra.get("parent_id")), *more_parents]))
     in_dense = {h.id for h in dense}
     unscored = [h.id for h in sparse if h.id not in in_dense] + parents
-    flt = replace(episode_flt, kinds=("episode", "atomic_fact"),
+    flt = replace(episode_flt, kinds=(*episode_flt.kinds, "atomic_fact"),  # and summary nodes, when read
                   parent_ids=tuple(dict.fromkeys(recalled + parents)), or_ids=tuple(dict.fromkeys(unscored)))
     started = engines.start_both(flt, ALL_ABOVE_FLOOR)  # a parent filter is scored exactly
     if shifts is not None:

@@ -20,11 +20,12 @@ from retrieval.text import tokenize
 
 log = logging.getLogger(__name__)
 
-RULES_VERSION = "rules-1"  # bump when the rules write other text: reindex then rebuilds every tree
+RULES_VERSION = "rules-2"  # bump when the rules write other text: reindex then rebuilds every tree
 LLM_VERSION = "llm-1"
 SUMMARY_CHARS = 700  # about two e5 passages' worth of the 512-token window, and a paragraph to read
 SENTENCES_PER_MEMBER = 6  # a member's first sentences: an episode or a summary leads with its point
 TOPICS_SHOWN = 8
+PATH_SEPARATOR = "›"  # how a document episode's topic joins its section path (ingest's episode topics)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
 
@@ -55,8 +56,7 @@ def summarise(members: list[Member]) -> Summary:
 
 
 def from_rules(members: list[Member]) -> Summary:
-    topics = list(dict.fromkeys(m.topic.strip() for m in members if m.topic.strip()))
-    lead = "; ".join(topics[:TOPICS_SHOWN]) + (f" (and {len(topics) - TOPICS_SHOWN} more)" if len(topics) > TOPICS_SHOWN else "")
+    lead, topic = _topics(list(dict.fromkeys(m.topic.strip() for m in members if m.topic.strip())))
     sentences = [[s.strip() for s in _SENTENCE_END.split(m.text) if s and len(s.strip()) > 1][:SENTENCES_PER_MEMBER]
                  for m in members]
     spread: dict[str, int] = {}  # word -> members it occurs in
@@ -77,7 +77,22 @@ def from_rules(members: list[Member]) -> Summary:
             break
     body = " ".join(s for _, _, s in sorted(picked))
     text = f"{lead}. {body}" if lead and body else (lead or body)
-    return Summary(topic=(topics[0] if len(topics) == 1 else lead)[:300], text=text, by="rules")
+    return Summary(topic=topic[:300], text=text, by="rules")
+
+
+def _topics(topics: list[str]) -> tuple[str, str]:
+    """The members' topics as the summary's lead, and its own topic. Section paths share their start
+    ("Book › Chapter II", "Book › Chapter III"): it is said once ("Book: Chapter II; Chapter III"),
+    so the lead names the parts, not the book seven times. A summary's own topic is that start."""
+    paths = [[p.strip() for p in t.split(PATH_SEPARATOR)] for t in topics]
+    shared = 0
+    while paths and all(len(p) > shared + 1 for p in paths) and len({tuple(p[:shared + 1]) for p in paths}) == 1:
+        shared += 1
+    head = PATH_SEPARATOR.join(paths[0][:shared]) if shared else ""
+    parts = list(dict.fromkeys(PATH_SEPARATOR.join(p[shared:]) for p in paths))
+    named = "; ".join(parts[:TOPICS_SHOWN]) + (f" (and {len(parts) - TOPICS_SHOWN} more)" if len(parts) > TOPICS_SHOWN else "")
+    lead = f"{head}: {named}" if head and named else (head or named)
+    return lead, head or (parts[0] if len(parts) == 1 else lead)
 
 
 def _centrality(sentence: str, spread: dict[str, int]) -> float:
