@@ -220,3 +220,10 @@ def test_with_an_llm_the_model_writes_the_summary_and_the_rules_stand_in(fake_op
     assert summarise.identity() == "llm-1:fake-llm"  # another summariser: reindex rebuilds the trees
     # Unscripted, the server answers 500 on every attempt: the rules answer instead.
     assert summarise.summarise(members).by == "rules"
+
+
+def test_asking_for_summaries_where_none_are_built_says_so(world, settings):
+    settings.SUMMARY_TREE = False
+    ingest(world.alice, world.docs)
+    answer = ask(world.alice, "What does the book cover?")
+    assert answer["episodes"] == [] and "SUMMARY_TREE is off" in " ".join(answer["query"]["notes"])

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from retrieval import results
 from retrieval.reranking import rerank_items
-from retrieval.search import coverage, late_interaction, multilingual, ranking
+from retrieval.search import coverage, late_interaction, multilingual, ranking, summaries
 from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.agentic import agentic_search
 from retrieval.search.memory_kinds import add_profiles_and_foresight
@@ -108,6 +108,8 @@ class MemoryKinds:
         found.response["agent_memory"] = agent_memory_items(found.run)
         if every_agent(found.req):
             found.notes = [*found.notes, EVERY_AGENT_NOTE]
+        if summaries.unbuilt(found.req):
+            found.notes = [*found.notes, summaries.UNBUILT_NOTE]
 
 
 class Floor:

@@ -28,3 +28,12 @@ def episode_kinds(req: SearchRequest) -> tuple[str, ...]:
 def keeps_episodes(req: SearchRequest) -> bool:
     """Whether the expansion keeps episodes (and so nodes) no fact displaced."""
     return "episode" in req.memory_types or wanted(req)
+
+
+UNBUILT_NOTE = ("memory_types asks for summaries, but summary trees are not built here (SUMMARY_TREE is off): "
+                "turn it on and run `manage.py reindex` to build them.")
+
+
+def unbuilt(req: SearchRequest) -> bool:
+    """Summaries asked for where none are built: said in `query.notes`, not left to read as "no summary"."""
+    return wanted(req) and not settings.SUMMARY_TREE
