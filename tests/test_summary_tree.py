@@ -113,10 +113,12 @@ def test_reindex_builds_rebuilds_and_removes_the_tree(world, settings):
     settings.SUMMARY_TREE, settings.LLM_ENABLED = False, False
     document = ingest(world.alice, world.docs)
     settings.SUMMARY_TREE = True
+    assert reconcile(world.acme)["summary_trees"]["out_of_date"] == 1  # reconcile sees the tree it lacks
     reindex(world.acme)  # turned on: reindex builds the trees of what is already there
     built = nodes(document=document)
     assert built and index_ids(world.acme.pk, world.docs.pk)["vector"] == keys(built)
-    assert reconcile(world.acme)["vector"]["missing"] == 0
+    report = reconcile(world.acme)
+    assert report["vector"]["missing"] == 0 and report["summary_trees"]["out_of_date"] == 0
     reindex(world.acme)  # nothing changed: the same nodes
     assert keys(nodes(document=document)) == keys(built)
     for index in (vector_index(), keyword_index()):  # lost from the indexes: reconcile sees it, reindex repairs it
@@ -125,7 +127,13 @@ def test_reindex_builds_rebuilds_and_removes_the_tree(world, settings):
     reindex(world.acme)
     assert index_ids(world.acme.pk, world.docs.pk)["keyword"] == keys(built)
     settings.SUMMARY_TREE = False
-    reindex(world.acme)  # turned off: the trees go, from the database and both indexes
+    assert reconcile(world.acme, repair=True)["summary_trees"] == {"out_of_date": 1, "sample": [f"doc:{document.pk}"],
+                                                                  "repaired": True}
+    assert nodes() == []  # turned off: repaired, the trees go
+    settings.SUMMARY_TREE = True
+    reindex(world.acme)
+    settings.SUMMARY_TREE = False
+    reindex(world.acme)  # and reindex removes them too, from the database and both indexes
     assert nodes() == [] and index_ids(world.acme.pk, world.docs.pk) == {"vector": set(), "keyword": set()}
 
 

@@ -6,13 +6,13 @@ fragments. A tree clusters a scope's episodes by their vectors (cluster.py), wri
 summary (summarise.py: the most central sentences, or the LLM's paragraph when one is configured),
 and repeats over the summaries until one root. The nodes are memories of kind "summary" (build.py),
 indexed like every memory inside the permission pre-filter, cited to their leaves, and kept current
-by refresh.py. Search reaches them when asked for (memory_types "summary") and, with
+by refresh.py (`check` is reconcile's view of them). Search reaches them when asked for (memory_types "summary") and, with
 SUMMARY_TREE_IN_HYBRID, in hybrid's episode recall.
 """
 
 from retrieval.summary_tree.build import TreeScope
-from retrieval.summary_tree.refresh import (build_for_document, enabled, follow_changes, follow_deletes, identity,
-                                            refresh, refresh_tenant, refresh_user)
+from retrieval.summary_tree.refresh import (build_for_document, check, enabled, follow_changes, follow_deletes,
+                                            identity, refresh, refresh_tenant, refresh_user)
 
-__all__ = ["TreeScope", "build_for_document", "enabled", "follow_changes", "follow_deletes", "identity", "refresh",
-           "refresh_tenant", "refresh_user"]
+__all__ = ["TreeScope", "build_for_document", "check", "enabled", "follow_changes", "follow_deletes", "identity",
+           "refresh", "refresh_tenant", "refresh_user"]

@@ -46,13 +46,8 @@ def refresh(scope: TreeScope, *, index: bool = True, guard: Callable[[], Context
 
     `index`: write the new nodes' rows and remove the old ones' now (False: the caller projects them).
     `guard`: the document index stage's claim, so a stage that lost its document writes no tree."""
-    old = list(scope.nodes().values_list("pk", "metadata"))
-    leaves = list(scope.leaves()) if enabled() else []
-    ident = identity() if leaves else ""
-    wanted = leaf_hash(leaves, ident) if len(leaves) >= 2 else ""
-    if wanted and any(m.get("root") and m.get("leaf_hash") == wanted for _, m in old):
-        return []
-    if not wanted and not old:
+    old, leaves, ident, wanted = _state(scope)
+    if _current(old, wanted):
         return []
     planned = plan(scope, leaves, row_vectors([row_for_memory(m) for m in leaves]), ident) if wanted else None
     with guard(), transaction.atomic():
@@ -64,6 +59,21 @@ def refresh(scope: TreeScope, *, index: bool = True, guard: Callable[[], Context
         if nodes:
             index_memories(nodes)
     return nodes
+
+
+def _state(scope: TreeScope):
+    """The scope's nodes (pk, metadata), its leaves, the identity and the leaves' hash a current tree has
+    ("" when the scope should have no tree: the setting is off, or fewer than two episodes)."""
+    old = list(scope.nodes().values_list("pk", "metadata"))
+    leaves = list(scope.leaves()) if enabled() else []
+    ident = identity() if leaves else ""
+    return old, leaves, ident, leaf_hash(leaves, ident) if len(leaves) >= 2 else ""
+
+
+def _current(old, wanted: str) -> bool:
+    if wanted:
+        return any(m.get("root") and m.get("leaf_hash") == wanted for _, m in old)
+    return not old
 
 
 def _write(planned, leaves: list[Memory]) -> list[Memory]:
@@ -110,17 +120,34 @@ def refresh_user(kb: KnowledgeBase, user_id: str) -> int:
 
 def refresh_tenant(tenant: Tenant, kb: KnowledgeBase | None = None, *, index: bool = False) -> int:
     """Every tree of a tenant (or one KB) made current: built, rebuilt or removed. Returns nodes written."""
-    kbs = [kb] if kb else list(tenant.knowledge_bases.all())
-    written = 0
-    for one in kbs:
-        episodes = Memory.objects.filter(kb=one, kind__in=(Memory.Kind.EPISODE, Memory.Kind.SUMMARY))
-        documents = set(episodes.filter(document__status=Document.Status.READY).values_list("document_id", flat=True))
-        users = set(episodes.filter(document__isnull=True, agent_id="", group_id="", run_id="")
+    return sum(len(refresh(scope, index=index)) for scope in scopes(tenant, kb))
+
+
+def check(tenant: Tenant, *, repair: bool = False) -> dict:
+    """`reconcile`'s view of the trees: how many scopes' trees are not what their episodes make now
+    (missing, built over other leaves or by another summariser or embedder, or left while the
+    setting is off; a user's tree waiting for growth counts), rebuilt with `repair`."""
+    behind = []
+    for scope in scopes(tenant):
+        old, _, _, wanted = _state(scope)
+        if not _current(old, wanted):
+            behind.append(scope.key)
+            if repair:
+                refresh(scope)
+    return {"out_of_date": len(behind), "sample": behind[:5], "repaired": bool(repair and behind)}
+
+
+def scopes(tenant: Tenant, kb: KnowledgeBase | None = None) -> list[TreeScope]:
+    """Every scope of a tenant (or one KB) that has episodes or nodes: its ready documents and chat users."""
+    out = []
+    for one in [kb] if kb else list(tenant.knowledge_bases.all()):
+        memories = Memory.objects.filter(kb=one, kind__in=(Memory.Kind.EPISODE, Memory.Kind.SUMMARY))
+        documents = set(memories.filter(document__status=Document.Status.READY).values_list("document_id", flat=True))
+        users = set(memories.filter(document__isnull=True, agent_id="", group_id="", run_id="")
                     .values_list("user_id", flat=True))
-        for scope in [TreeScope(tenant.pk, one.pk, document_id=d) for d in sorted(documents)] + \
-                     [TreeScope(tenant.pk, one.pk, user_id=u) for u in sorted(users) if u]:
-            written += len(refresh(scope, index=index))
-    return written
+        out += [TreeScope(tenant.pk, one.pk, document_id=d) for d in sorted(documents)]
+        out += [TreeScope(tenant.pk, one.pk, user_id=u) for u in sorted(users) if u]
+    return out
 
 
 def follow_changes(memories: Iterable[Memory]) -> None:
