@@ -13,7 +13,7 @@ from conversations.actions import accumulate_messages, flush_session
 from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
 from ingest.actions import ingest_document
 from ingest.tasks import run_inline
-from memory.actions import delete_document
+from memory.actions import delete_document, delete_knowledge_base, delete_tenant
 from memory.curation import delete_memories_in_scope, delete_memory, set_memory_status
 from memory.models import Chunk, Memory
 from retrieval.backends import keyword_index, vector_index
@@ -235,3 +235,16 @@ def test_asking_for_summaries_where_none_are_built_says_so(world, settings):
     ingest(world.alice, world.docs)
     answer = ask(world.alice, "What does the book cover?")
     assert answer["episodes"] == [] and "SUMMARY_TREE is off" in " ".join(answer["query"]["notes"])
+
+
+def test_deleting_the_knowledge_base_or_the_tenant_takes_the_trees(world, on, committed):
+    ingest(world.alice, world.docs)
+    theirs = ingest(world.charlie, world.secret)
+    chat(world, committed)
+    assert nodes(kb=world.docs) and nodes(kb=world.notes) and nodes(kb=world.secret)
+    committed(delete_knowledge_base, permitted_scope(world.alice, write=True), world.docs)
+    assert nodes(kb_id=world.docs.pk) == [] and index_ids(world.acme.pk, world.docs.pk)["vector"] == set()
+    assert nodes(kb=world.notes) and nodes(document=theirs)  # the other KB's and the other tenant's stay
+    committed(delete_tenant, world.acme, actor="staff")
+    assert nodes(tenant_id=world.acme.pk) == [] and index_ids(world.acme.pk, world.notes.pk)["keyword"] == set()
+    assert index_ids(world.globex.pk, world.secret.pk)["vector"] == keys(nodes(document=theirs))
