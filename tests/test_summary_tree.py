@@ -248,3 +248,15 @@ def test_deleting_the_knowledge_base_or_the_tenant_takes_the_trees(world, on, co
     committed(delete_tenant, world.acme, actor="staff")
     assert nodes(tenant_id=world.acme.pk) == [] and index_ids(world.acme.pk, world.notes.pk)["keyword"] == set()
     assert index_ids(world.globex.pk, world.secret.pk)["vector"] == keys(nodes(document=theirs))
+
+
+def test_the_console_search_shows_summaries_when_asked(world, on):
+    from django.test import Client
+
+    ingest(world.alice, world.docs)
+    client = Client()
+    client.force_login(world.alice)
+    asked = client.get("/search/?q=What+winter+sports+does+the+book+cover%3F&method=hybrid&summaries=1").content.decode()
+    assert 'name="summaries" value="1" checked' in asked and ">summary<" in asked
+    plain = client.get("/search/?q=What+winter+sports+does+the+book+cover%3F&method=hybrid").content.decode()
+    assert ">summary<" not in plain
