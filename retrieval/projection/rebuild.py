@@ -10,10 +10,11 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
-from retrieval import builds, questions, summary_tree, token_vectors
+from retrieval import builds, questions, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity
+from retrieval import summary_tree
 from retrieval.projection.reconcile import reconcile, reconcile_removed
 from retrieval.projection.removal import batches, delete_everywhere, delete_in
 from retrieval.projection.rows import expected_rows, is_exclusive, rows_of, rows_to_project

@@ -3,11 +3,12 @@
 from django.db.models import Q
 
 from memory.models import Chunk, Document, Memory
-from retrieval import summary_tree, token_vectors
+from retrieval import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.builds import Build
 from retrieval.models import RemovedKnowledgeBase
+from retrieval import summary_tree
 from retrieval.projection.questions import source_key
 from retrieval.projection.removal import batches
 from retrieval.projection.rows import chunk_key, expected_rows, is_exclusive, memory_key, rows_of, rows_to_project

@@ -9,12 +9,13 @@ from django.conf import settings
 
 from retrieval import results
 from retrieval.reranking import rerank_items
-from retrieval.search import coverage, late_interaction, multilingual, ranking, summaries
+from retrieval.search import coverage, late_interaction, multilingual, ranking
 from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.agentic import agentic_search
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from retrieval.search.participants import prefer_participant
 from retrieval.search.pipeline import Found
+from retrieval.search import summaries
 from retrieval.search.tense import apply_tense
 
 RESULTS = ("facts", "episodes", "chunks")
