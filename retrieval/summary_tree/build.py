@@ -100,7 +100,7 @@ def plan(scope: TreeScope, leaves: list[Memory], vectors, identity: str) -> Plan
     if len(leaves) < MIN_LEAVES:
         return out
     tree = leaf_hash(leaves, identity)
-    items = [Item(str(leaf.pk), np.asarray(v, dtype=np.float32), summarise.Member(leaf.topic, leaf.text),
+    items = [Item(str(leaf.pk), np.asarray(v, dtype=np.float32), summarise.Member(leaf.topic, leaf.text, (leaf.topic,)),
                   [str(leaf.pk)], leaf.occurred_at) for leaf, v in zip(leaves, vectors)]
     level = 0
     while len(items) > 1:
@@ -123,8 +123,10 @@ def plan(scope: TreeScope, leaves: list[Memory], vectors, identity: str) -> Plan
                                     "summarised_by": written.by})
             out.nodes.append(node)
             out.leaves[str(node.pk)] = node_leaves
+            paths = tuple(dict.fromkeys(p for m in members for p in m.member.paths))
             above.append(Item(str(node.pk), cluster.centroid(np.stack([m.vector for m in members])),
-                              summarise.Member(written.topic, written.text), node_leaves, when))
+                              # the level above names the parts itself (from `paths`): it reads the body
+                              summarise.Member(written.topic, written.body or written.text, paths), node_leaves, when))
         items = above
     root = out.nodes[-1]
     root.metadata.update({"root": True, "tree": identity, "leaf_hash": tree})

@@ -20,11 +20,10 @@ from retrieval.text import tokenize
 
 log = logging.getLogger(__name__)
 
-RULES_VERSION = "rules-2"  # bump when the rules write other text: reindex then rebuilds every tree
+RULES_VERSION = "rules-4"  # bump when the rules write other text: reindex then rebuilds every tree
 LLM_VERSION = "llm-1"
 SUMMARY_CHARS = 700  # about two e5 passages' worth of the 512-token window, and a paragraph to read
 SENTENCES_PER_MEMBER = 6  # a member's first sentences: an episode or a summary leads with its point
-TOPICS_SHOWN = 8
 PATH_SEPARATOR = "›"  # how a document episode's topic joins its section path (ingest's episode topics)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 
@@ -33,6 +32,10 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 class Member:
     topic: str
     text: str
+    paths: tuple[str, ...] = ()  # the topics (section paths) of the episodes under it; () = its own topic
+
+
+LEAD_CHARS = 280  # the lead (the parts named) leaves the rest of SUMMARY_CHARS to sentences
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Summary:
     topic: str
     text: str
     by: str  # "rules" or "llm"
+    body: str = ""  # the text without its lead: what the level above reads sentences from ("" = all of it)
 
 
 def identity() -> str:
@@ -56,13 +60,17 @@ def summarise(members: list[Member]) -> Summary:
 
 
 def from_rules(members: list[Member]) -> Summary:
-    lead, topic = _topics(list(dict.fromkeys(m.topic.strip() for m in members if m.topic.strip())))
+    lead, topic = _topics(list(dict.fromkeys(p.strip() for m in members for p in (m.paths or (m.topic,)) if p.strip())))
     sentences = [[s.strip() for s in _SENTENCE_END.split(m.text) if s and len(s.strip()) > 1][:SENTENCES_PER_MEMBER]
                  for m in members]
     spread: dict[str, int] = {}  # word -> members it occurs in
     for member in sentences:
         for word in {w for s in member for w in tokenize(s)}:
             spread[word] = spread.get(word, 0) + 1
+    # A word of every member (of three or more) is as often a speaker's name or a template's word
+    # ("talked about") as the theme: it counts half.
+    everywhere = {w for w, n in spread.items() if n == len(members) >= 3}
+    spread = {w: (n - 1) / 2 + 1 if w in everywhere else n for w, n in spread.items()}
     ranked = [sorted(((_centrality(s, spread), j, s) for j, s in enumerate(member)), reverse=True)
               for member in sentences]
     order = sorted(range(len(members)), key=lambda i: -(ranked[i][0][0] if ranked[i] else -1.0))
@@ -77,22 +85,31 @@ def from_rules(members: list[Member]) -> Summary:
             break
     body = " ".join(s for _, _, s in sorted(picked))
     text = f"{lead}. {body}" if lead and body else (lead or body)
-    return Summary(topic=topic[:300], text=text, by="rules")
+    return Summary(topic=topic[:300], text=text, by="rules", body=body)
 
 
 def _topics(topics: list[str]) -> tuple[str, str]:
-    """The members' topics as the summary's lead, and its own topic. Section paths share their start
-    ("Book › Chapter II", "Book › Chapter III"): it is said once ("Book: Chapter II; Chapter III"),
-    so the lead names the parts, not the book seven times. A summary's own topic is that start."""
-    paths = [[p.strip() for p in t.split(PATH_SEPARATOR)] for t in topics]
+    """The lead of a summary, and its own short topic, from the topics (section paths) of the episodes
+    under it. Paths share their start ("Book › Chapter II › Rinks", "Book › Chapter III"): it is said
+    once, then each part below it once ("Book: Chapter II; Chapter III"), so the lead of a book's root
+    reads as its contents, not as the book's title a hundred times. The topic is that start, or the
+    first parts."""
+    paths = [[p.strip() for p in t.split(PATH_SEPARATOR) if p.strip()] for t in topics]
+    paths = [p for p in paths if p]
     shared = 0
-    while paths and all(len(p) > shared + 1 for p in paths) and len({tuple(p[:shared + 1]) for p in paths}) == 1:
+    while paths and len({tuple(p[:shared + 1]) for p in paths}) == 1 and any(len(p) > shared + 1 for p in paths):
         shared += 1
-    head = PATH_SEPARATOR.join(paths[0][:shared]) if shared else ""
-    parts = list(dict.fromkeys(PATH_SEPARATOR.join(p[shared:]) for p in paths))
-    named = "; ".join(parts[:TOPICS_SHOWN]) + (f" (and {len(parts) - TOPICS_SHOWN} more)" if len(parts) > TOPICS_SHOWN else "")
+    head = f" {PATH_SEPARATOR} ".join(paths[0][:shared]) if shared else ""
+    parts = list(dict.fromkeys(p[shared] for p in paths if len(p) > shared))
+    named = ""
+    for n, part in enumerate(parts):  # as many as fit the lead, then how many more
+        more = f" (and {len(parts) - n} more)" if n < len(parts) else ""
+        if len(head) + len(named) + len(part) + len(more) + 4 > LEAD_CHARS:
+            named += more
+            break
+        named = f"{named}; {part}" if named else part
     lead = f"{head}: {named}" if head and named else (head or named)
-    return lead, head or (parts[0] if len(parts) == 1 else lead)
+    return lead, head or "; ".join(parts[:3])
 
 
 def _centrality(sentence: str, spread: dict[str, int]) -> float:
