@@ -62,6 +62,7 @@ def search_page(request):
         "document": params.get("document", ""),
         "top_k": params.get("top_k") or str(DEFAULT_TOP_K),
         "chunks": params.get("chunks", "1" if "q" not in params else ""),
+        "summaries": params.get("summaries", ""),  # the summary tree's nodes (issue 39): asked for, never by default
         **{key: params.get(key, "").strip() for key in SCOPE_FIELDS},
     }
     context = {"section": "search", "form": form, "methods": [(m, METHOD_HELP[m]) for m in METHODS],
@@ -114,7 +115,7 @@ def _request_body(form: dict) -> dict:
             filters["metadata"] = json.loads(form["metadata"])
         except ValueError:
             raise SearchError("'metadata' must be a JSON object, e.g. {\"category\": \"travel\"}.") from None
-    types = ["episode", "atomic_fact"] + (["chunk"] if form["chunks"] else [])
+    types = ["episode", "atomic_fact"] + (["chunk"] if form["chunks"] else []) + (["summary"] if form.get("summaries") else [])
     return {"query": form["q"], "method": form["method"], "top_k": top_k, "memory_types": types,
             "filters": filters}
 
@@ -146,7 +147,8 @@ def _decorate(response: dict, terms: list[str]) -> dict:
 
 def _kind(key: str, item: dict) -> str:
     """The label a result shows: its list's, or an agent case's or skill's own."""
-    return {"agent_case": "case", "agent_skill": "skill"}.get(item.get("memory_type"), KIND_OF_LIST[key])
+    return {"agent_case": "case", "agent_skill": "skill", "summary": "summary"}.get(item.get("memory_type"),
+                                                                                  KIND_OF_LIST[key])
 
 
 def ranked(response: dict) -> list[dict]:

@@ -34,6 +34,7 @@ from extraction.dates import dated
 from memory.ids import memory_uuid
 from memory.curation import update_memory_text
 from memory.models import Memory, MemoryHistory, Message
+from retrieval import summary_tree
 from retrieval.embeddings import embedder
 from retrieval.projection import index_memories
 from retrieval.text import tokenize
@@ -168,6 +169,8 @@ def extract_session(scope: Scope, kb: KnowledgeBase, *, user_id: str, session_id
         seconds = deadline_seconds
     with llm_scope(seconds=seconds, tenant_id=kb.tenant_id):
         _extract_streams(scope, kb, pending, final=final, counts=counts)
+        if counts.segments:  # the user's tree, over the new episodes too (it writes nothing when off)
+            summary_tree.refresh_user(kb, user_id)
     return counts
 
 

@@ -18,6 +18,7 @@ from ingest.parsing.dispatch import parse_file
 from ingest.upload_limits import limit_megabytes, megabytes
 from memory.ids import memory_uuid
 from memory.models import Chunk, Document, Memory
+from retrieval import summary_tree
 from retrieval.projection import index_document_rows
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
 def index_document(document: Document) -> int:
     """Project the document's chunks and memories into the vector and keyword indexes."""
     document.set_progress(INDEX_BAND[0], "indexing")
+    summary_tree.build_for_document(document, guard=document.holding_claim)  # its nodes are among the rows below
     return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"),
                                guard=document.holding_claim)
 

@@ -123,3 +123,12 @@ SEARCH_MULTILINGUAL_RERANK_MAP = tuple(env_float(f"SEARCH_MULTILINGUAL_RERANK_{n
 # for what is already indexed. CANDIDATE_QUESTIONS_MATCH: which engines match them ("dense", "both").
 CANDIDATE_QUESTIONS = env_bool("CANDIDATE_QUESTIONS", False)
 CANDIDATE_QUESTIONS_MATCH = env_choice("CANDIDATE_QUESTIONS_MATCH", "dense", {"dense", "both"})
+
+# Summary tree (issue 39, retrieval/summary_tree): each document's episodes, and each user's chat
+# episodes, clustered by their vectors and summarised level by level up to one root, stored as memories
+# of kind "summary" cited to their leaves. SUMMARY_TREE builds them (at a document's index stage, after
+# a chat flush, and on `manage.py reindex`, which also removes them when it is off); SUMMARY_TREE_IN_HYBRID
+# lets hybrid's episode recall reach them without being asked (memory_types "summary" always asks).
+# Defaults: see bench/RESULTS.md, "Summary tree".
+SUMMARY_TREE = env_bool("SUMMARY_TREE", False)
+SUMMARY_TREE_IN_HYBRID = env_bool("SUMMARY_TREE_IN_HYBRID", False)

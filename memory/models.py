@@ -306,6 +306,8 @@ class Memory(models.Model):
         FORESIGHT = "foresight"
         AGENT_CASE = "agent_case"
         AGENT_SKILL = "agent_skill"
+        # A node of a summary tree (retrieval/summary_tree): a cluster of episodes summarised, cited to them.
+        SUMMARY = "summary"
 
     class Status(models.TextChoices):
         ACTIVE = "active"

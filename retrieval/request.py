@@ -7,7 +7,7 @@ from memory import user_metadata
 from retrieval.backends.base import MetadataCondition
 
 METHODS = ("keyword", "vector", "hybrid", "agentic", "paths", "navigate")
-MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill")
+MEMORY_TYPES = ("episode", "atomic_fact", "chunk", "profile", "foresight", "agent_case", "agent_skill", "summary")
 FILTER_KEYS = ("kb", "document_id", "user_id", "session_id", "valid_at", "agent_id", "group_id", "run_id", "metadata",
                "participant")
 # `filters.agent_id` "*": memories of every agent (and of none). Without agent_id a search sees only

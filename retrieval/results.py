@@ -77,8 +77,11 @@ def memory_sources(memory: Memory) -> list[dict]:
                 source["start_time"], source["end_time"] = span
     if not sources:
         sources = [_chunk_source(c) for c in chunks]
-    sources += [{"type": "message", "message_id": mid, "session_id": memory.session_id}
-                for mid in memory.source_message_ids]
+    # A summary node cites messages of several sessions: metadata.messages names each one's session.
+    sessions = memory.metadata.get("messages") if memory.kind == Memory.Kind.SUMMARY else None
+    sources += [{"type": "message", "message_id": mid, "session_id": session or None}
+                for session, mid in sessions] if sessions else [
+        {"type": "message", "message_id": mid, "session_id": memory.session_id} for mid in memory.source_message_ids]
     return sources
 
 
@@ -156,8 +159,11 @@ def fact_item(memory: Memory, score: float, scores: dict) -> dict:
 
 
 def episode_item(memory: Memory, score: float, scores: dict, facts: list[dict]) -> dict:
-    """An episode with its best-matching `facts` nested; its sources lead with the ones those facts cite."""
-    return {
+    """An episode with its best-matching `facts` nested; its sources lead with the ones those facts cite.
+    A summary-tree node is shown as one, marked with its kind, level and leaves (the episodes it covers)."""
+    tree = {"memory_type": "summary", "level": memory.metadata.get("level"),
+            "leaves": memory.metadata.get("leaves", [])} if memory.kind == Memory.Kind.SUMMARY else {}
+    return {**tree,
         "id": str(memory.pk),
         "summary": memory.text,
         "topic_name": memory.topic,

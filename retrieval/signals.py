@@ -6,21 +6,32 @@ for after its commit, so a rolled-back action leaves the indexes as they were.
 
 from django.db import transaction
 
-from retrieval import projection
+from retrieval import projection, summary_tree
 from retrieval.models import RemovedKnowledgeBase
 
 
 def index_memories(sender, *, memories, **kwargs):
-    transaction.on_commit(lambda: projection.index_memories(memories))
+    def after():
+        projection.index_memories(memories)
+        summary_tree.follow_changes(memories)  # the trees over a changed episode, rebuilt
+
+    transaction.on_commit(after)
 
 
 def remove_memories(sender, *, tenant_id, kb_ids, memory_ids, **kwargs):
-    transaction.on_commit(lambda: projection.remove_memory_rows(tenant_id, kb_ids, memory_ids))
+    def after():
+        projection.remove_memory_rows(tenant_id, kb_ids, memory_ids)
+        summary_tree.follow_deletes(tenant_id, kb_ids, memory_ids)  # no summary keeps a deleted episode's words
+
+    transaction.on_commit(after)
 
 
 def remove_user_memories(sender, *, tenant_id, kb_ids, user_id, session_id, **kwargs):
-    transaction.on_commit(lambda: projection.remove_scope_rows(tenant_id, kb_ids, user_id=user_id,
-                                                               session_id=session_id))
+    def after():
+        projection.remove_scope_rows(tenant_id, kb_ids, user_id=user_id, session_id=session_id)
+        summary_tree.follow_deletes(tenant_id, kb_ids, user_id=user_id, session_id=session_id)
+
+    transaction.on_commit(after)
 
 
 def remove_chunks(sender, *, tenant_id, kb_id, chunk_ids, **kwargs):

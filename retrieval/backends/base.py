@@ -12,7 +12,8 @@ from typing import Iterable, Protocol
 from memory import user_metadata
 
 KINDS = ("chunk", "episode", "atomic_fact", "profile", "foresight", "agent_case", "agent_skill",
-         "question")  # "question": a candidate question, only ever searched to lift its source (parent_id)
+         "question",  # "question": a candidate question, only ever searched to lift its source (parent_id)
+         "summary")  # a node of a summary tree (retrieval/summary_tree)
 # The scopes a row carries beside its user and session (Mem0's agent_id and run_id; a group chat's id).
 SCOPE_FIELDS = ("agent_id", "group_id", "run_id")
 

@@ -15,6 +15,7 @@ from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity
+from retrieval import summary_tree
 from retrieval.projection.reconcile import reconcile, reconcile_removed
 from retrieval.projection.removal import batches, delete_everywhere, delete_in
 from retrieval.projection.rows import expected_rows, is_exclusive, rows_of, rows_to_project
@@ -43,6 +44,8 @@ def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, em
         if not kbs:
             continue
         kb_ids = tuple(k.pk for k in kbs)
+        for k in kbs:  # trees made current first: their nodes are rows of the database like any other
+            summary_tree.refresh_tenant(one, k)
         written: set[str] = set()
         total += project((r for k in kbs for r in expected_rows(one, k)), one, log_progress=log_progress,
                           written=written)
@@ -84,6 +87,9 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
         total = 0
         try:
             for one in tenants:
+                # Trees first, by the embedder configured now (a new model clusters anew); their old
+                # nodes' rows leave the live build, the new nodes are projected with the rest.
+                summary_tree.refresh_tenant(one, index=True)
                 total += project(rows_to_project(one), one, targets=[new], log_progress=log_progress)
             for one in tenants:
                 reconcile(one, repair=True, build=new)

@@ -8,6 +8,7 @@ from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.builds import Build
 from retrieval.models import RemovedKnowledgeBase
+from retrieval import summary_tree
 from retrieval.projection.questions import source_key
 from retrieval.projection.removal import batches
 from retrieval.projection.rows import chunk_key, expected_rows, is_exclusive, memory_key, rows_of, rows_to_project
@@ -53,9 +54,13 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
     if repair:  # rows only the keyword index lacks need no embedding
         write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant, number)
     report["late_interaction"] = token_vectors.reconcile(expected, tenant.pk, repair=repair)
+    # The trees are rows of the database, compared above like every memory; here, whether they are
+    # the trees their episodes make now (a reindex's own pass has made them current already).
+    report["summary_trees"] = summary_tree.check(tenant, repair=repair) if build is None else {"out_of_date": 0}
     fixed = missing["vector"] | missing["keyword"]
     report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))
-                                         or report["late_interaction"].get("repaired")))
+                                         or report["late_interaction"].get("repaired")
+                                         or report["summary_trees"].get("repaired")))
     return report
 
 

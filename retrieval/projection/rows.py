@@ -43,7 +43,7 @@ def row_for_memory(memory: Memory) -> IndexRow:
     leaves its subject to the heading ("2017年3月5日…品牌正式撤出台湾" under "冰雪皇后"), and a
     question names it. The text shown stays the memory's own. Chat facts name their speaker already."""
     text = memory.text
-    in_context = memory.kind == Memory.Kind.EPISODE or (memory.kind == Memory.Kind.ATOMIC_FACT and memory.document_id)
+    in_context = memory.kind in (Memory.Kind.EPISODE, Memory.Kind.SUMMARY) or (memory.kind == Memory.Kind.ATOMIC_FACT and memory.document_id)
     if in_context and memory.topic and memory.topic not in text:
         text = f"{memory.topic}: {text}"
     return IndexRow(

@@ -247,3 +247,9 @@ def write_keyword_rows(rows: Iterable[IndexRow], tenant: Tenant, build: int | No
     if batch:
         keyword_index(build=build).upsert(batch, exclusive=is_exclusive(tenant))
     return written + len(batch)
+
+
+def row_vectors(rows: list[IndexRow]) -> list:
+    """The rows' vectors under the configured embedder, as indexing makes them (the cache answers for
+    rows already written): the summary tree clusters episodes by these."""
+    return _vectors(embedder(), rows)

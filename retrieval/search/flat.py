@@ -41,5 +41,5 @@ def vector(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
 
 def _filter(req: SearchRequest, base: IndexFilter) -> IndexFilter:
     # Only other kinds asked for (profile, agent_case…: their own lists): a kind no row has, not "any kind".
-    kinds = tuple(t for t in req.memory_types if t in ("episode", "atomic_fact", "chunk"))
+    kinds = tuple(t for t in req.memory_types if t in ("episode", "atomic_fact", "chunk", "summary"))
     return replace(base, kinds=kinds or ("-",))

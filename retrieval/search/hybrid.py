@@ -26,7 +26,7 @@ from retrieval.projection import memory_key
 from retrieval.relevance import PROBE_CHARS, cosine_shift, script
 from retrieval.request import SearchRequest
 from retrieval.search import questions as candidate_questions
-from retrieval.search import response, scoring
+from retrieval.search import response, scoring, summaries
 from retrieval.search.engines import Engines
 from retrieval.search.entity_recall import entity_episodes, entity_recall, pulled_in
 
@@ -83,7 +83,7 @@ NO_SHIFTS = lambda ids: {}  # noqa: E731 (callers that score one language: bench
 
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
     want_facts = "atomic_fact" in req.memory_types
-    want_episodes = "episode" in req.memory_types or want_facts
+    want_episodes = "episode" in req.memory_types or want_facts or summaries.wanted(req)
     out = {"episodes": [], "facts": [], "chunks": []}
     shifts = CosineShifts(req.query)
     recall = coarse_recall(req, base, engines, want_episodes=want_episodes, want_facts=want_facts)
@@ -91,7 +91,7 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
     if recall.chunks is not None:  # its missing cosines run beside the episode stages' calls
         chunks = start_fuse(engines, replace(base, kinds=("chunk",)), req.limit, recall.chunks, shifts)
     if want_episodes:
-        episode_flt = replace(base, kinds=("episode",))
+        episode_flt = replace(base, kinds=summaries.episode_kinds(req))
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
@@ -103,16 +103,16 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             pulled = pulled_in(functools.partial(fuse, shifts=shifts), engines, base, episodes, recall.entities)
             episodes = scoring.boosted(episodes + pulled, recall.entities.episodes)
         for e in episodes:
-            e.kind = "episode"
+            e.kind = "episode"  # a summary node too: the response tells them apart by the memory's kind
         if want_facts:
             score_facts = fact_scorer(engines, base, episodes, facts_of_recalled, shifts)
             if recall.entities is not None:
                 score_facts = scoring.boosted_facts(score_facts, recall.entities.facts)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
-            ranked = expand(expander, episodes, keep_episodes="episode" in req.memory_types)
+            ranked = expand(expander, episodes, keep_episodes=summaries.keeps_episodes(req))
             if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
                 ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
-                                     keep_episodes="episode" in req.memory_types)
+                                     keep_episodes=summaries.keeps_episodes(req))
             if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
                 ranked = scoring.weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
@@ -149,7 +149,7 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     if want_episodes:
         if want_facts and p.MRAG_FACT_RECALL:
             plan["facts"] = (replace(base, kinds=("atomic_fact",)), n_episodes)
-        plan["episodes"] = (replace(base, kinds=("episode",)), n_episodes)
+        plan["episodes"] = (replace(base, kinds=summaries.episode_kinds(req)), n_episodes)
     engines.start_embedding()
     sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
     dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}
@@ -229,7 +229,7 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
                                     if h.extra.get("parent_id")), *more_parents]))
     in_dense = {h.id for h in dense}
     unscored = [h.id for h in sparse if h.id not in in_dense] + parents
-    flt = replace(episode_flt, kinds=("episode", "atomic_fact"),
+    flt = replace(episode_flt, kinds=(*episode_flt.kinds, "atomic_fact"),  # and summary nodes, when read
                   parent_ids=tuple(dict.fromkeys(recalled + parents)), or_ids=tuple(dict.fromkeys(unscored)))
     started = engines.start_both(flt, ALL_ABOVE_FLOOR)  # a parent filter is scored exactly
     if shifts is not None:

@@ -15,6 +15,7 @@ from retrieval.search.agentic import agentic_search
 from retrieval.search.memory_kinds import add_profiles_and_foresight
 from retrieval.search.participants import prefer_participant
 from retrieval.search.pipeline import Found
+from retrieval.search import summaries
 from retrieval.search.tense import apply_tense
 
 RESULTS = ("facts", "episodes", "chunks")
@@ -108,6 +109,8 @@ class MemoryKinds:
         found.response["agent_memory"] = agent_memory_items(found.run)
         if every_agent(found.req):
             found.notes = [*found.notes, EVERY_AGENT_NOTE]
+        if summaries.unbuilt(found.req):
+            found.notes = [*found.notes, summaries.UNBUILT_NOTE]
 
 
 class Floor:

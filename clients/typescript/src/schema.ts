@@ -1142,7 +1142,7 @@ export interface components {
          *     * `agent_skill` - agent_skill
          * @enum {string}
          */
-        MemoryTypesEnum: "episode" | "atomic_fact" | "chunk" | "profile" | "foresight" | "agent_case" | "agent_skill";
+        MemoryTypesEnum: "episode" | "atomic_fact" | "chunk" | "profile" | "foresight" | "agent_case" | "agent_skill" | "summary";
         MessageRequest: {
             message_id?: string;
             sender_id?: string;
@@ -3305,7 +3305,7 @@ export interface operations {
                 group_id?: string;
                 kb?: string;
                 /** @description without it: episodes and atomic facts */
-                memory_type?: "agent_case" | "agent_skill" | "atomic_fact" | "episode" | "foresight" | "profile";
+                memory_type?: "agent_case" | "agent_skill" | "atomic_fact" | "episode" | "foresight" | "profile" | "summary";
                 ordering?: "-created_at" | "-occurred_at" | "created_at" | "occurred_at";
                 page?: number;
                 /** @description at most 100 */
