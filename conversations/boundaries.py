@@ -188,7 +188,8 @@ class LlmBoundaryDetector:
         ]
         try:
             reply = complete_json(messages, schema_check=lambda obj: check_reply(obj, len(turns)),
-                                  max_attempts=self.attempts, temperature=0.0, step="boundaries")
+                                  max_attempts=self.attempts, temperature=0.0, step="boundaries",
+                                  schema=reply_schema(len(turns)))
         except LlmError as exc:
             log.warning("LLM boundary detection failed, using the deterministic detector: %s", exc)
             decision = self.fallback.detect(turns)
@@ -196,6 +197,13 @@ class LlmBoundaryDetector:
             return decision
         starts = sorted({int(n) - 1 for n in reply["boundaries"] if int(n) > 1})
         return BoundaryDecision(starts, should_wait=bool(reply["should_wait"]), mode=self.mode)
+
+
+def reply_schema(count: int) -> dict:
+    """What check_reply accepts, as a JSON Schema (common/llm_formats.py): message numbers 2..count."""
+    return {"type": "object", "additionalProperties": False, "required": ["boundaries", "should_wait"],
+            "properties": {"boundaries": {"type": "array", "maxItems": count, "items": {"type": "integer"}},
+                           "should_wait": {"type": "boolean"}}}
 
 
 def check_reply(obj: dict, count: int) -> None:
