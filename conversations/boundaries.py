@@ -195,8 +195,19 @@ class LlmBoundaryDetector:
             decision = self.fallback.detect(turns)
             decision.mode = self.fallback.mode
             return decision
-        starts = sorted({int(n) - 1 for n in reply["boundaries"] if int(n) > 1})
+        starts = without_lone_turns(sorted({int(n) - 1 for n in reply["boundaries"] if int(n) > 1}), len(turns))
         return BoundaryDecision(starts, should_wait=bool(reply["should_wait"]), mode=self.mode)
+
+
+def without_lone_turns(starts: list[int], count: int) -> list[int]:
+    """The model's starts less those that would leave one turn alone in a MemCell: SmolLM2 cut an agent
+    transcript's request from the tool calls that answered it (tests/test_real_llm.py), and then
+    neither half is a case. One turn alone is no episode (segmentation never extracts one either)."""
+    kept: list[int] = []
+    for start in starts:
+        if start - (kept[-1] if kept else 0) >= 2 and count - start >= 2:
+            kept.append(start)
+    return kept
 
 
 def reply_schema(count: int) -> dict:

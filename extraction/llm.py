@@ -36,17 +36,18 @@ def check_reply(obj: dict) -> None:
 ENTITY_TYPES = ("person", "organization", "place", "work", "date", "amount", "other")
 MAX_ENTITIES = 20  # per fact
 # The reply's JSON Schema, sent where the server takes one (common/llm_formats.py): what check_reply
-# accepts, lists bounded. No string lengths: llama-cpp-python unrolls maxLength into a grammar that
-# llama.cpp fails to parse, and its server process dies (seen with SmolLM2, tests/test_real_llm.py).
+# accepts, lists bounded, no empty summary (SmolLM2's most common miss under the schema without it).
+# No maxLength: llama-cpp-python unrolls it into a grammar llama.cpp fails to parse, and its server
+# process dies (seen with SmolLM2, tests/test_real_llm.py).
 REPLY_SCHEMA = {
     "type": "object",
     "properties": {
         "topic": {"type": "string"},
-        "summary": {"type": "string"},
+        "summary": {"type": "string", "minLength": 1},
         "facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
             "type": "object",
             "properties": {
-                "text": {"type": "string"},
+                "text": {"type": "string", "minLength": 1},
                 "sources": {"type": "array", "items": {"type": "integer"}, "maxItems": 20},
                 "occurred_at": {"type": ["string", "null"]},
                 "entities": {"type": "array", "maxItems": MAX_ENTITIES, "items": {

@@ -9,6 +9,7 @@ import pytest
 from common.llm import complete_json
 from conversations.boundaries import check_reply as check_boundaries
 from conversations.boundaries import reply_schema as boundaries_schema
+from conversations.profiles_llm import check_profile_reply, profile_schema
 from extraction.foresight import check_foresight_reply, foresight_schema
 from extraction.llm import REPLY_SCHEMA, LlmExtractor, check_reply
 from tests.fake_openai import Reply, fake_openai  # noqa: F401  (fixture)
@@ -84,6 +85,12 @@ def test_the_extractor_sends_its_schema_and_the_schemas_accept_what_the_checks_a
                                 "valid_from": "2024-04-01", "valid_until": "2024-04-30"}]}
     jsonschema.validate(foresight, foresight_schema(3))
     check_foresight_reply(foresight)
+    profile = {"items": [{"subject": "Ana", "category": "location", "value": "Porto", "kind": "explicit",
+                          "facts": [1]}]}
+    jsonschema.validate(profile, profile_schema(2, ["Ana", "Ben"]))
+    check_profile_reply(profile)
+    with pytest.raises(jsonschema.ValidationError):  # a subject the facts never named
+        jsonschema.validate({"items": [{**profile["items"][0], "subject": "Maria"}]}, profile_schema(2, ["Ana"]))
 
 
 @pytest.mark.parametrize("reply", [

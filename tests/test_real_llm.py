@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.usefixtures("lite_vector_settings"), pytest.mark.slow,
 MODES = {"llm", "deterministic"}
 # The LLM steps of one flush (and one agentic search) may take this long, then the rules answer; the
 # rules themselves (embedding, indexing) get the margin on top, on a busy two-core machine.
-DEADLINE = 25.0
+DEADLINE = 15.0
 MARGIN = 20.0
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
 FIRST = [
