@@ -83,12 +83,18 @@ def run(conversation: int, sessions: int, top_k: int, log=print) -> dict:
             for k in KS:
                 sums[k] += recall(ranked, q["evidence"], k)
         n = len(conv["questions"]) or 1
+        from memory.models import Message
+
         modes = Counter(Memory.objects.filter(user_id=conv["user_id"]).values_list("extraction_mode", flat=True))
+        episodes = Memory.objects.filter(user_id=conv["user_id"], kind=Memory.Kind.EPISODE)
+        facts = Memory.objects.filter(user_id=conv["user_id"], kind=Memory.Kind.ATOMIC_FACT)
         return {"mode": f"llm ({settings.LLM_MODEL})" if settings.LLM_ENABLED else "rules",
                 "conversation": conversation, "sessions": sessions,
                 "turns": sum(len(s["turns"]) for s in conv["sessions"]), "questions": len(conv["questions"]),
                 **{f"R@{k}": round(sums[k] / n, 3) for k in KS},
                 **profile_scores(conv["user_id"], conversation),
+                "episodes": episodes.count(), "facts": facts.count(),
+                "turns_left_pending": Message.objects.filter(user_id=conv["user_id"], segment_id__isnull=True).count(),
                 "memories_by_mode": dict(modes), "llm_calls": llm_calls(),
                 "ingest_seconds": round(ingest_seconds, 1)}
     finally:
