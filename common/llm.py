@@ -30,7 +30,7 @@ from collections.abc import Callable
 import openai
 from django.conf import settings
 
-from common import llm_context, llm_scope, llm_usage, metrics, tracing
+from common import llm_context, llm_formats, llm_scope, llm_usage, metrics, tracing
 from common.backends import DEFAULT_ALIAS, llm_clients
 from common.llm_breaker import breaker_for, reset_breakers
 
@@ -45,13 +45,16 @@ _MAX_RETRY_AFTER_SECONDS = 60.0
 # Enough of a bad reply for the model to see its mistake without re-sending a long essay.
 _ECHO_CHARS = 2000
 
+# After a reply cut off at max_tokens (a small model repeating list items until the limit).
+_CUT_OFF_NOTE = ("Your previous reply was cut off at the length limit before its JSON object closed. "
+                 "Answer again with a shorter JSON object: fewer and shorter items, nothing repeated.")
+
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the openai client goes without a base URL
 
 _lock = threading.Lock()
-_plain_only: set[str] = set()  # endpoints whose server rejected response_format
 _no_temperature: set[tuple[str, str]] = set()  # (endpoint, model) that refused a temperature
 
 
@@ -92,8 +95,8 @@ def endpoint_of(client) -> str:
 def reset_llm_client() -> None:
     llm_clients.reset()
     reset_breakers()
+    llm_formats.reset()
     with _lock:
-        _plain_only.clear()
         _no_temperature.clear()
 
 
@@ -117,6 +120,12 @@ def parse_json_reply(text: str | None) -> dict:
     raise ValueError(f"the reply is not valid JSON: {text[:80]!r}")
 
 
+def _cut_off(response) -> bool:
+    """Whether the server stopped the reply at max_tokens (finish_reason "length")."""
+    choices = getattr(response, "choices", None)
+    return bool(choices) and getattr(choices[0], "finish_reason", None) == "length"
+
+
 def _validate(obj: dict, schema_check: Callable[[dict], object] | None) -> None:
     if schema_check is None:
         return
@@ -134,21 +143,22 @@ def _reply_text(response) -> str | None:
     return response.choices[0].message.content
 
 
-def _chat(client: openai.OpenAI, endpoint: str, messages: list[dict], **kwargs):
+def _chat(client: openai.OpenAI, endpoint: str, messages: list[dict], schema: dict | None, step: str, **kwargs):
     """One request (and at most one resend per refused option): the response."""
-    json_mode = endpoint not in _plain_only
+    first = level = llm_formats.first_level(endpoint, schema)
     if (endpoint, kwargs["model"]) in _no_temperature:
         kwargs.pop("temperature", None)
     while True:
-        extra = {"response_format": {"type": "json_object"}} if json_mode else {}
+        extra = llm_formats.response_format(level, schema, step)
         try:
             with tracing.span("llm.chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": kwargs["model"],
-                                           "loci.llm.json_mode": json_mode}):
+                                           "loci.llm.json_mode": llm_formats.NAMES[level]}):
                 response = client.chat.completions.create(messages=messages, **extra, **kwargs)
         except openai.APIStatusError as exc:
-            if exc.status_code not in _JSON_MODE_REJECTED:
-                raise
             said = _said(exc)
+            # llama-cpp-python's server answers a response_format type it lacks with a 500 naming it.
+            if exc.status_code not in _JSON_MODE_REJECTED and not (exc.status_code >= 500 and "response_format" in said):
+                raise
             if llm_context.is_overflow(said):  # before JSON mode: the same 400, and resending cannot help
                 raise _Overflow(said) from exc
             if "temperature" in kwargs and "temperature" in said.lower():
@@ -158,14 +168,13 @@ def _chat(client: openai.OpenAI, endpoint: str, messages: list[dict], **kwargs):
                 with _lock:
                     _no_temperature.add((endpoint, kwargs["model"]))
                 continue
-            if not json_mode:
+            if level == llm_formats.PLAIN:
                 raise
-            logger.info("LLM server rejected response_format (%s); retrying as a plain prompt", exc.status_code)
-            json_mode = False
+            logger.info("LLM server rejected response_format %s (%s); asking with %s", llm_formats.NAMES[level],
+                        exc.status_code, llm_formats.NAMES[level + 1])
+            level += 1
             continue
-        if not extra and endpoint not in _plain_only:
-            with _lock:
-                _plain_only.add(endpoint)  # remembered only once a plain request has worked
+        llm_formats.worked(endpoint, first, level)  # remembered only once a lower level has worked
         return response
 
 
@@ -196,11 +205,14 @@ def complete_json(
     temperature: float | None = None,
     max_tokens: int | None = None,
     step: str = "other",
+    schema: dict | None = None,
 ) -> dict:
     """Ask the chat model for a JSON object and return it validated, or raise LlmError.
 
     `schema_check(obj)` rejects a reply by raising or returning False; a rejected or unparsable
-    reply is retried with the model shown its mistake. `max_attempts` defaults to
+    reply is retried with the model shown its mistake. `schema`, a JSON Schema of the reply, is sent
+    where the server takes one (llm_formats): a decoder that follows it writes no other shape. A reply
+    cut off at max_tokens is retried with twice the tokens and the model told to be brief. `max_attempts` defaults to
     LLM_MAX_RETRIES + 1; `max_tokens` to LLM_MAX_TOKENS. `step` names the caller in the metrics and
     the token ledger. An open breaker, a scope's passed deadline or a tenant's spent budget raises
     LlmError before anything is sent.
@@ -220,14 +232,15 @@ def complete_json(
     # What the prompt may take of the window: the rest is the reply's (max_tokens).
     window = max(256, settings.LLM_CONTEXT_TOKENS - kwargs["max_tokens"])
     messages = llm_context.fit_messages(messages, window)
-    call = _Call(client, endpoint, breaker, step)
+    call = _Call(client, endpoint, breaker, step, schema)
 
     conversation = list(messages)
     problem = ""
     for attempt in range(1, attempts + 1):
         error: Exception | None = None
         try:
-            text = _reply_text(call.send(llm_context.fit_messages(conversation, window), kwargs, problem))
+            response = call.send(llm_context.fit_messages(conversation, window), kwargs, problem)
+            text = _reply_text(response)
         except _Transient as exc:
             error, problem = exc.__cause__, str(exc)
         else:
@@ -237,11 +250,18 @@ def complete_json(
                 return obj
             except ValueError as exc:
                 problem = str(exc)
-                conversation = [
-                    *messages,
-                    {"role": "assistant", "content": (text or "")[:_ECHO_CHARS]},
-                    {"role": "user", "content": f"That reply was not usable: {exc}. Answer again with only the JSON object."},
-                ]
+                if _cut_off(response):  # its JSON never closed: echoing it would only cost tokens
+                    problem = f"the reply was cut off at max_tokens ({kwargs['max_tokens']}) before its JSON closed"
+                    kwargs["max_tokens"] = max(kwargs["max_tokens"], min(2 * kwargs["max_tokens"],
+                                                                         settings.LLM_CONTEXT_TOKENS // 2))
+                    window = max(256, settings.LLM_CONTEXT_TOKENS - kwargs["max_tokens"])
+                    conversation = [*messages, {"role": "user", "content": _CUT_OFF_NOTE}]
+                else:
+                    conversation = [
+                        *messages,
+                        {"role": "assistant", "content": (text or "")[:_ECHO_CHARS]},
+                        {"role": "user", "content": f"That reply was not usable: {exc}. Answer again with only the JSON object."},
+                    ]
         if attempt < attempts:
             delay = _backoff(attempt, error)
             left = llm_scope.seconds_left()
@@ -260,15 +280,15 @@ class _Transient(Exception):
 class _Call:
     """One step's requests to one endpoint: what may be sent, and what each cost and said."""
 
-    def __init__(self, client, endpoint: str, breaker, step: str):
-        self.client, self.endpoint, self.breaker, self.step = client, endpoint, breaker, step
+    def __init__(self, client, endpoint: str, breaker, step: str, schema: dict | None = None):
+        self.client, self.endpoint, self.breaker, self.step, self.schema = client, endpoint, breaker, step, schema
 
     def send(self, messages: list[dict], kwargs: dict, problem: str):
         """The response, or LlmError (not worth retrying, or not sent at all), or _Transient."""
         timeout = self._may_send(problem)
         started = time.perf_counter()
         try:
-            response = _chat(self.client, self.endpoint, messages, timeout=timeout, **kwargs)
+            response = _chat(self.client, self.endpoint, messages, self.schema, self.step, timeout=timeout, **kwargs)
         except _Overflow as exc:
             self._answered(started, error="overflow")  # the endpoint is up; the prompt does not fit
             raise LlmError(f"the prompt exceeds the model's context ({exc}); set LLM_CONTEXT_TOKENS to its "

@@ -188,14 +188,33 @@ class LlmBoundaryDetector:
         ]
         try:
             reply = complete_json(messages, schema_check=lambda obj: check_reply(obj, len(turns)),
-                                  max_attempts=self.attempts, temperature=0.0, step="boundaries")
+                                  max_attempts=self.attempts, temperature=0.0, step="boundaries",
+                                  schema=reply_schema(len(turns)))
         except LlmError as exc:
             log.warning("LLM boundary detection failed, using the deterministic detector: %s", exc)
             decision = self.fallback.detect(turns)
             decision.mode = self.fallback.mode
             return decision
-        starts = sorted({int(n) - 1 for n in reply["boundaries"] if int(n) > 1})
+        starts = without_lone_turns(sorted({int(n) - 1 for n in reply["boundaries"] if int(n) > 1}), len(turns))
         return BoundaryDecision(starts, should_wait=bool(reply["should_wait"]), mode=self.mode)
+
+
+def without_lone_turns(starts: list[int], count: int) -> list[int]:
+    """The model's starts less those that would leave one turn alone in a MemCell: SmolLM2 cut an agent
+    transcript's request from the tool calls that answered it (tests/test_real_llm.py), and then
+    neither half is a case. One turn alone is no episode (segmentation never extracts one either)."""
+    kept: list[int] = []
+    for start in starts:
+        if start - (kept[-1] if kept else 0) >= 2 and count - start >= 2:
+            kept.append(start)
+    return kept
+
+
+def reply_schema(count: int) -> dict:
+    """What check_reply accepts, as a JSON Schema (common/llm_formats.py): message numbers 2..count."""
+    return {"type": "object", "additionalProperties": False, "required": ["boundaries", "should_wait"],
+            "properties": {"boundaries": {"type": "array", "maxItems": count, "items": {"type": "integer"}},
+                           "should_wait": {"type": "boolean"}}}
 
 
 def check_reply(obj: dict, count: int) -> None:

@@ -224,8 +224,14 @@ def _llm_supersedes(texts, plans: list[FactPlan], similar_for: dict[int, list[Me
             if item["new"] not in numbered or any(k not in letters for k in item["old"]):
                 raise ValueError("a reply names a fact that was not listed")
 
+    # The schema names the listed facts only: a decoder that follows it cannot cite another.
+    schema = {"type": "object", "additionalProperties": False, "required": ["superseded"], "properties": {
+        "superseded": {"type": "array", "maxItems": len(numbered), "items": {
+            "type": "object", "additionalProperties": False, "required": ["new", "old"], "properties": {
+                "new": {"enum": list(numbered)},
+                "old": {"type": "array", "maxItems": len(letters), "items": {"enum": list(letters)}}}}}}}
     reply = complete_json([{"role": "user", "content": prompt}], schema_check=check, temperature=0.0,
-                          step="supersede")
+                          step="supersede", schema=schema)
     for item in reply["superseded"]:
         numbered[item["new"]].supersedes = [letters[k] for k in dict.fromkeys(item["old"])]
 

@@ -66,6 +66,20 @@ def check_profile_reply(obj: dict) -> None:
             raise ValueError(f'items[{i}].facts must be a non-empty list of fact numbers')
 
 
+def profile_schema(facts: int, subjects: list[str]) -> dict:
+    """What check_profile_reply accepts, as a JSON Schema (common/llm_formats.py): SmolLM2 without it
+    wrote items whose value or subject was not a string (bench/RESULTS.md, "A real model")."""
+    item = {"type": "object", "additionalProperties": False,
+            "required": ["subject", "category", "value", "kind", "facts"],
+            "properties": {"subject": {"enum": subjects} if subjects else {"type": "string"},
+                           "category": {"enum": list(CATEGORIES)}, "value": {"type": "string", "minLength": 1},
+                           "kind": {"enum": ["explicit", "implicit"]},
+                           "facts": {"type": "array", "minItems": 1, "maxItems": facts,
+                                     "items": {"enum": list(range(1, facts + 1))}}}}
+    return {"type": "object", "additionalProperties": False, "required": ["items"],
+            "properties": {"items": {"type": "array", "maxItems": MAX_REPLY_ITEMS, "items": item}}}
+
+
 def profile_prompt(facts: list[tuple[str, str]], current: list[dict]) -> list[dict]:
     """facts: (subject, text) of the new facts; current: {subject, category, value} of known items."""
     lines = ["New facts:"]
@@ -84,8 +98,9 @@ def llm_profile_items(facts: list[tuple[str, str]], current: list[dict]) -> list
     if not facts:
         return []
     try:
-        reply = complete_json(profile_prompt(facts, current), schema_check=check_profile_reply,
-                              step="profiles")
+        shown = facts[:MAX_PROMPT_FACTS]
+        reply = complete_json(profile_prompt(facts, current), schema_check=check_profile_reply, step="profiles",
+                              schema=profile_schema(len(shown), sorted({s for s, _ in shown if s})))
     except LlmError as exc:
         log.warning("LLM profile failed, this flush's profile items come from the rules: %s", exc)
         return None

@@ -272,6 +272,16 @@ def check_foresight_reply(obj: dict) -> None:
                 raise ValueError(f'foresight[{i}].{key} must be "YYYY-MM-DD"')
 
 
+def foresight_schema(count: int) -> dict:
+    """What check_foresight_reply accepts, as a JSON Schema (common/llm_formats.py)."""
+    day = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
+    item = {"type": "object", "additionalProperties": False, "required": ["text", "source", "valid_from", "valid_until"],
+            "properties": {"text": {"type": "string"},
+                           "source": {"enum": list(range(1, count + 1))}, "valid_from": day, "valid_until": day}}
+    return {"type": "object", "additionalProperties": False, "required": ["foresight"],
+            "properties": {"foresight": {"type": "array", "maxItems": MAX_ITEMS_PER_UNIT, "items": item}}}
+
+
 def llm_foresight(passages: list[Passage]) -> list[ForesightItem] | None:
     """The model's foresight for a MemCell; None when the model failed (the caller keeps the rules' items)."""
     from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
@@ -282,7 +292,8 @@ def llm_foresight(passages: list[Passage]) -> list[ForesightItem] | None:
     messages = [{"role": "system", "content": FORESIGHT_PROMPT},
                 {"role": "user", "content": "\n".join(passage_line(i, p) for i, p in enumerate(usable, start=1))}]
     try:
-        reply = complete_json(messages, schema_check=check_foresight_reply, step="foresight")
+        reply = complete_json(messages, schema_check=check_foresight_reply, step="foresight",
+                              schema=foresight_schema(len(usable)))
     except LlmError as exc:
         log.warning("LLM foresight failed, keeping the deterministic items of this MemCell: %s", exc)
         return None

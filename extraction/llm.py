@@ -33,6 +33,36 @@ def check_reply(obj: dict) -> None:
             raise ValueError(f'facts[{i}].occurred_at must be "YYYY-MM-DD" or null')
 
 
+ENTITY_TYPES = ("person", "organization", "place", "work", "date", "amount", "other")
+MAX_ENTITIES = 20  # per fact
+# The reply's JSON Schema, sent where the server takes one (common/llm_formats.py): what check_reply
+# accepts, lists bounded, no empty summary (SmolLM2's most common miss under the schema without it).
+# No maxLength: llama-cpp-python unrolls it into a grammar llama.cpp fails to parse, and its server
+# process dies (seen with SmolLM2, tests/test_real_llm.py).
+REPLY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "topic": {"type": "string"},
+        "summary": {"type": "string", "minLength": 1},
+        "facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "minLength": 1},
+                "sources": {"type": "array", "items": {"type": "integer"}, "maxItems": 20},
+                "occurred_at": {"type": ["string", "null"]},
+                "entities": {"type": "array", "maxItems": MAX_ENTITIES, "items": {
+                    "type": "object", "properties": {"name": {"type": "string"}, "type": {"enum": list(ENTITY_TYPES)}},
+                    "required": ["name", "type"], "additionalProperties": False}},
+            },
+            "required": ["text", "sources"],
+            "additionalProperties": False,
+        }},
+    },
+    "required": ["topic", "summary", "facts"],
+    "additionalProperties": False,
+}
+
+
 class LlmExtractor:
     """Extraction by an OpenAI-compatible chat model, with the deterministic extractor as per-unit fallback."""
 
@@ -48,7 +78,8 @@ class LlmExtractor:
         if not passages:
             return self._fallback(unit, "the unit has no text")
         try:
-            reply = complete_json(extraction_messages(unit, passages), schema_check=check_reply, step="extraction")
+            reply = complete_json(extraction_messages(unit, passages), schema_check=check_reply, step="extraction",
+                                  schema=REPLY_SCHEMA)
         except LlmError as exc:
             logger.warning("LLM extraction failed, using the deterministic extractor for this unit: %s", exc)
             return self._fallback(unit, f"LLM extraction failed: {exc}")
@@ -99,10 +130,6 @@ def episode_from_reply(reply: dict, unit: ExtractionUnit, passages: list[Passage
         source_ids=all_ids,
         occurred_at=min(stamps) if stamps else unit.reference_time,
     )
-
-
-ENTITY_TYPES = ("person", "organization", "place", "work", "date", "amount", "other")
-MAX_ENTITIES = 20  # per fact
 
 
 def reply_entities(items) -> list[dict]:

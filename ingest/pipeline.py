@@ -116,7 +116,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
         )
         with llm_scope(tenant_id=document.kb.tenant_id):  # the model's tokens count to the document's tenant
             episode = engine.extract(unit)
-        modes.add(getattr(episode, "mode", engine.mode))
+        modes.add(section_mode(episode, engine))
         results.append((parent, children, episode))
         if i % 10 == 0:
             document.set_progress(_band(EXTRACT_BAND, (i + 1) / max(1, len(parents))), f"extracting {i + 1}/{len(parents)}")
@@ -139,7 +139,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                 text=extracted.summary or parent.text[:500],
                 topic=(extracted.topic or parent.metadata.get("title", ""))[:300],
                 occurred_at=extracted.occurred_at,
-                extraction_mode=mode,
+                extraction_mode=section_mode(extracted, engine),
                 metadata={"parent_chunk_id": parent.pk, **_warning(extracted)},
                 user_metadata=document.user_metadata or {},
             )
@@ -158,7 +158,7 @@ def extract_memories(document: Document) -> tuple[int, int]:
                         text=fact.text,
                         topic=episode.topic,
                         occurred_at=fact.occurred_at,
-                        extraction_mode=mode,
+                        extraction_mode=episode.extraction_mode,
                         content_hash=Memory.hash_text(fact.text),
                         metadata={"parent_chunk_id": parent.pk, **llm_entities(fact)},
                         user_metadata=document.user_metadata or {},
@@ -191,6 +191,12 @@ def index_document(document: Document) -> int:
     summary_tree.build_for_document(document, guard=document.holding_claim)  # its nodes are among the rows below
     return index_document_rows(document, progress=lambda f: document.set_progress(_band(INDEX_BAND, f), "indexing"),
                                guard=document.holding_claim)
+
+
+def section_mode(extracted, engine) -> str:
+    """Who wrote one section's memories: the model, or the rules where its call failed. Each section's
+    own, so a search result says which (the document's is "mixed" when some sections fell back)."""
+    return getattr(extracted, "mode", engine.mode)
 
 
 def _warning(extracted) -> dict:

@@ -163,7 +163,7 @@ def api_client(key: str | None = None, user=None):
 # process: the console installation with its web server, worker and Chromium (tests/browser_fixtures.py),
 # and the Milvus 2.3 server (tests/index_fixtures.py). Everything else a test starts (ports, var dirs,
 # PostgreSQL databases, Redis databases, RabbitMQ vhosts) is its own, so any two tests may run at once.
-XDIST_GROUPS = {"console": "console-installation", "milvus_server": "milvus-server"}
+XDIST_GROUPS = {"console": "console-installation", "milvus_server": "milvus-server", "real_llm_server": "real-llm"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups

@@ -183,3 +183,33 @@ def test_extractor_picks_the_llm_when_configured(fake_openai):
 
     assert isinstance(engine, LlmExtractor)
     assert engine.extract(_chat_unit()).mode == "llm"
+
+
+GUIDE = "# Install\n\nRun pip install orbit, then orbit init.\n\n# Backups\n\nOrbit backs up its database every night.\n"
+
+
+def test_a_document_section_the_model_failed_says_it_is_the_rules_and_the_others_the_models(
+        fake_openai, world, lite_vector_settings, tmp_path):
+    """Each section's memories carry its own mode: with one section by the model and one by the rules,
+    the document says "mixed" but every episode and fact says which wrote it (not "mixed" for all)."""
+    from ingest.actions import ingest_document
+    from ingest.tasks import run_inline
+    from memory.models import Document
+    from tenants.access import permitted_scope
+
+    fake_openai.queue_json({"topic": "Install", "summary": "Orbit installs with pip and orbit init.",
+                            "facts": [{"text": "Orbit installs with pip install orbit.", "sources": [1]}]})
+    # Every later chat call answers 500: the second section falls back to the rules.
+    path = tmp_path / "orbit.md"
+    path.write_text(GUIDE)
+    with open(path, "rb") as fh:
+        upload = ingest_document(permitted_scope(world.alice, write=True), world.docs, fh, "orbit.md")
+    run_inline(upload.document.pk)
+
+    document = Document.objects.get(pk=upload.document.pk)
+    assert document.status == "ready" and document.extraction_mode == "mixed"
+    episodes = list(document.memories.filter(kind="episode").order_by("ordinal"))
+    assert [(e.topic, e.extraction_mode) for e in episodes] == [("Install", "llm"), ("Backups", "deterministic")]
+    assert "LLM extraction failed" in episodes[1].metadata["extraction_warning"]
+    for episode in episodes:
+        assert {f.extraction_mode for f in document.memories.filter(parent=episode)} == {episode.extraction_mode}

@@ -155,6 +155,13 @@ def test_segment_turns_packs_the_tail_when_the_llm_says_not_to_wait(fake_openai)
     assert [len(s) for s in done.segments] == [2, 2] and done.pending == []
 
 
+def test_a_model_boundary_leaving_one_turn_alone_is_dropped(fake_openai):  # noqa: F811
+    # A real model (SmolLM2) cut an agent's task from the tool calls that did it: neither half was a case.
+    fake_openai.queue_json({"boundaries": [2, 3, 4], "should_wait": False})
+    detector = LlmBoundaryDetector(fallback=DeterministicBoundaryDetector(embed=constant_embed))
+    assert detector.detect(window_of_four()).starts == [2]  # 2 would strand turn 1, 4 strands turn 4
+
+
 def test_format_window_numbers_lines_from_one():
     assert format_window(window_of_four()).splitlines()[1] == "[2] [2023-05-08T13:57:00+00:00] Melanie: How was it?"
 
