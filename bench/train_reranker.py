@@ -149,6 +149,10 @@ def main(argv=None) -> None:
                              "steps and keep the best weights (0: no dev split, the last weights)")
     parser.add_argument("--dev-pairs", type=int, default=160, help="dev questions scored each time")
     parser.add_argument("--xquad-articles", type=int, default=48, help="fewer for a smoke run")
+    parser.add_argument("--train-layers", type=int, default=-1,
+                        help="train only the last N joint layers (the others keep e5-small's weights; -1: all)")
+    parser.add_argument("--teacher", type=float, default=0.0,
+                        help="weight of a KL term towards e5-small's own softmax over each group (keeps its order)")
     parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
     parser.add_argument("--reference-only", action="store_true",
                         help="no training: recompute the reference scores and the card of the weights at --out")
@@ -279,9 +283,19 @@ def main(argv=None) -> None:
 
     if args.baseline:
         print("held-out XQuAD before training (pairs, e5 R@1, reranked R@1):", json.dumps(evaluate(held)), flush=True)
+    # Session 13's runs moved all six joint layers away from e5-small's multilingual alignment faster
+    # than they learnt relevance (the dev split's best step was 0): --train-layers keeps the first
+    # ones as e5-small's, --teacher pulls each group's softmax towards e5-small's own.
+    if args.train_layers >= 0:
+        for layer in list(model.upper)[: len(model.upper) - args.train_layers]:
+            for p in layer.parameters():
+                p.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW([{"params": [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("head", "seg", "cos_scale"))], "lr": args.lr},
-                                   {"params": [model.head_w, model.head_b, model.seg, model.cos_scale], "lr": args.lr * 20}], weight_decay=0.01)
+    layer_params = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith(("head", "seg", "cos_scale"))]
+    param_groups = [{"params": [model.head_w, model.head_b, model.seg, model.cos_scale], "lr": args.lr * 20}]
+    if layer_params:
+        param_groups.insert(0, {"params": layer_params, "lr": args.lr})
+    optimiser = torch.optim.AdamW(param_groups, weight_decay=0.01)
     warmup = max(1, args.steps // 20)
     base_lrs = [group["lr"] for group in optimiser.param_groups]
     deadline = None
@@ -336,6 +350,10 @@ def main(argv=None) -> None:
         ps, pm = stack([states[p] for p in p_ids])
         logits = model.joint(qs, qm, ps, pm, cosines(q_ids, p_ids)).view(len(groups), NEGATIVES + 1)
         loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(groups), dtype=torch.long))
+        if args.teacher:
+            teacher = torch.softmax(20.0 * cosines(q_ids, p_ids).view(len(groups), NEGATIVES + 1), dim=-1)
+            loss = loss + args.teacher * torch.nn.functional.kl_div(
+                torch.log_softmax(logits, dim=-1), teacher, reduction="batchmean")
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -385,6 +403,7 @@ def main(argv=None) -> None:
         "threads": args.threads, "deadline": args.deadline,
         "final_loss": round(float(np.mean(losses[-50:])), 4),
         "dev_every": args.dev_every, "kept_step": best["step"] if args.dev_every else steps_done,
+        "train_layers": args.train_layers, "teacher": args.teacher,
     }
     args.reference.write_text(json.dumps({"record": record, "cases": cases}, ensure_ascii=False, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(model_card(record, args.out.name))
