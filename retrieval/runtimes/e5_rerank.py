@@ -35,7 +35,9 @@ from retrieval.runtimes.e5_rerank_format import (
 from retrieval.runtimes.onnx_graph import PRECISIONS, Graph, build_once, file_sha256
 from retrieval.runtimes.rerank_contract import check_args
 
-GRAPH_VERSION = 3  # bump when the graph or its quantisation change: the cache key and the name follow
+# Bump when the graph or its quantisation change: the cache key and the name follow. (4: the encoder
+# layers of onnx_graph.Graph with fused kernels, the reference scores unchanged.)
+GRAPH_VERSION = 4
 MAX_WINDOWS = 4  # a passage longer than 4 windows is scored on its first four (cost is per window)
 TOKEN_BUDGET = 4096  # padded passage tokens per run, as e5_onnx
 VECTOR_MEMORY = 4096  # whole-passage e5 vectors kept per reranker (1.5 KB each)
@@ -70,9 +72,9 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
     branches = {}
     for tag in ("q", "p"):  # the lower layers' weights serve both branches (stored once)
         x = g.layernorm(f"{tag}_embeds", "emb.ln", vector, f"{tag}.emb.ln.out")
-        key_bias = g.key_bias(f"{tag}_mask", f"{tag}.kb")
+        key_mask = g.key_mask(f"{tag}_mask", f"{tag}.km")
         for layer in range(JOIN):
-            x = g.encoder_layer(x, key_bias, layer, tag, weight, vector)
+            x = g.encoder_layer(x, key_mask, layer, tag, weight, vector)
         branches[tag] = x
     # The query's states and mask, repeated for each passage row: (N, Tq, H), (N, Tq).
     n = node("Gather", [node("Shape", ["p_mask"], "p_shape"), "idx_0"], "n_rows", axis=0)
@@ -81,9 +83,9 @@ def build_graph(source: E5File, trained: dict[str, np.ndarray], precision: str =
     q_mask = node("Expand", ["q_mask", node("Concat", [n, tq], "q_mask_shape", axis=0)], "q_mask_rep")
     p_states = node("Add", [branches["p"], g.const("seg", trained["seg"].astype(np.float32))], "p_seg")
     x = node("Concat", [q_states, p_states], "joint_in", axis=1)
-    joint_bias = g.key_bias(node("Concat", [q_mask, "p_mask"], "joint_mask", axis=1), "j.kb")
+    joint_mask = g.key_mask(node("Concat", [q_mask, "p_mask"], "joint_mask", axis=1), "j.km")
     for layer in range(JOIN, hp.layers):
-        x = g.encoder_layer(x, joint_bias, layer, "j", weight, vector)
+        x = g.encoder_layer(x, joint_mask, layer, "j", weight, vector)
 
     def mean_normalised(states, part_mask, tag):
         m3 = node("Unsqueeze", [part_mask, "axes_2"], f"{tag}.m3")

