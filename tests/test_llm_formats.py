@@ -151,3 +151,13 @@ def test_the_verdict_schema_and_check_both_refuse_a_malformed_verdict(reply):
         jsonschema.validate(reply, VERDICT_SCHEMA)
     with pytest.raises(ValueError):
         check_verdict(reply)
+
+
+def test_a_raw_newline_inside_a_string_is_read_as_a_space(fake_openai):
+    # SmolLM2 under llama-cpp-python's schema grammar, whose strings admit control characters: twice in
+    # a row for the same verdict, so a retry did not help (tests/test_real_llm.py's server).
+    fake_openai.queue_chat('{"is_sufficient": true, "reasoning": "...},\n{", "missing_information": [],\n'
+                           '"queries": ["a\tb"]}')
+    verdict = complete_json(ASK, schema_check=check_verdict, schema=VERDICT_SCHEMA, max_attempts=1)
+    assert verdict == {"is_sufficient": True, "reasoning": "...}, {", "missing_information": [], "queries": ["a b"]}
+    assert len(fake_openai.bodies("chat")) == 1
