@@ -273,3 +273,33 @@ def test_the_server_killed_mid_flush_opens_the_breaker_and_the_rules_answer(worl
     took = time.monotonic() - started
     assert took < margin.seconds(), (took, margin.slowdowns)
     assert set(Memory.objects.filter(session_id="s2").values_list("extraction_mode", flat=True)) == {"deterministic"}
+
+
+def test_the_case_step_sends_a_schema_the_server_takes_and_uses_only_a_reply_that_passes(real_llm, db, monkeypatch):
+    # A flush's deadline goes to extraction before the case step is reached on a busy machine (the test
+    # above): here the step is asked alone, so its schema meets llama.cpp's grammar (maxLength once
+    # killed the server). Whatever SmolLM2 writes, the case is the rules' (None) or passes the check.
+    from common import llm_formats
+    from common.llm import endpoint_of, llm_client
+    from conversations.agent_cases import extract_case
+    from conversations.agent_cases_llm import EVIDENCE_KINDS, case_schema, llm_case
+
+    messages = [Message(message_id=f"c{i}", role=role, sender_name="run_tests" if role == "tool" else "",
+                        content=text) for i, (role, text) in enumerate(CODING)]
+    rules = extract_case(messages)
+    schema = case_schema(len(messages), rules.tools)
+    asked, response_format = [], llm_formats.response_format
+    monkeypatch.setattr(llm_formats, "response_format",
+                        lambda level, sent, name: asked.append((level, sent)) or response_format(level, sent, name))
+    before = llm_calls()
+    case = llm_case(messages, rules)
+
+    calls = llm_calls() - before
+    assert real_llm.process.poll() is None, "the schema's grammar killed the server"
+    assert calls[("agent_case", "ok")] >= 1, calls  # answered, usable or not
+    assert asked and all(sent == schema for _, sent in asked)
+    # Answered at a level that carries the schema (llama-cpp-python refuses the first with a 500).
+    assert llm_formats.first_level(endpoint_of(llm_client()), schema) <= llm_formats.OBJECT_SCHEMA
+    if case is not None:
+        assert case.mode == "llm" and case.task and case.steps and case.tools == rules.tools
+        assert {e["kind"] for e in case.evidence} <= set(EVIDENCE_KINDS)
