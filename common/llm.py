@@ -51,6 +51,10 @@ _CUT_OFF_NOTE = ("Your previous reply was cut off at the length limit before its
 
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
+# Raw control characters: llama-cpp-python's JSON-schema grammar lets a string hold them (its `char` is
+# [^"\\]), and SmolLM2 under it wrote raw newlines inside strings, which JSON forbids. Outside strings
+# they are whitespace, inside they become a space: the reply keeps its meaning.
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"  # where the openai client goes without a base URL
 
@@ -109,6 +113,7 @@ def parse_json_reply(text: str | None) -> dict:
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         candidates.append(text[start : end + 1])
+    candidates += [_CONTROL.sub(" ", c) for c in candidates if _CONTROL.search(c)]  # tried last
     for candidate in candidates:
         try:
             value = json.loads(candidate)

@@ -3,8 +3,9 @@
 Whether a MemCell is a case stays the rules' decision (a person's request and a tool call or result:
 agent_cases.extract_case), so a chat without tools costs no call. The model then writes what the
 phrase lists read coarsely: the task as the person meant it, the approach as ordered steps, the
-outcome, and the evidence of success or failure, in any language. Its reply is read strictly:
-messages are cited by their number in the prompt (a reply cannot cite a message the MemCell did not
+outcome, and the evidence of success or failure, in any language. Its reply is asked for with a JSON
+Schema where the server takes one (case_schema), a wrong shape sends the rules' case, and it is read
+strictly: messages are cited by their number in the prompt (a reply cannot cite a message the MemCell did not
 hand it), evidence kinds are the rules' (so the quality is the same function of the evidence,
 agent_cases.score, and feedback and skills' maturity mean the same in either mode), a tool name must
 be one the messages called, and text is cut to the rules' lengths. The tools and cited messages stay
@@ -66,16 +67,54 @@ def plan_case(messages: list[Message]) -> Case | None:
 
 
 def check_case_reply(obj: dict) -> None:
-    """The reply's shape (a wrong shape is retried); bad content is dropped later, item by item."""
-    if not isinstance(obj.get("task"), str) or not isinstance(obj.get("outcome", ""), str):
-        raise ValueError('"task" and "outcome" must be strings')
-    for key in ("steps", "evidence"):
-        items = obj.get(key, [])
-        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-            raise ValueError(f'"{key}" must be a list of objects')
-    for i, step in enumerate(obj.get("steps", [])):
-        if not isinstance(step.get("text"), str):
-            raise ValueError(f"steps[{i}].text must be a string")
+    """The reply's shape: every field present and of its type, or ValueError (complete_json retries it,
+    then the rules' case stands). What a well-typed reply gets wrong in content (a message number the
+    MemCell lacks, a tool it never called, a kind the rules do not know) is dropped later, item by item.
+    A wrong type is no such slip: `"message": "3"` would drop every piece of evidence and leave the case
+    a neutral quality its messages do not show."""
+    for key, kind in (("task", str), ("steps", list), ("outcome", str), ("evidence", list)):
+        if not isinstance(obj.get(key), kind):
+            raise ValueError(f'"{key}" must be a {"string" if kind is str else "list"}')
+    if not obj["task"].strip():
+        raise ValueError('"task" must not be empty')
+    if not obj["steps"]:
+        raise ValueError('"steps" must list at least one step')
+    for i, step in enumerate(obj["steps"]):
+        if not isinstance(step, dict) or not isinstance(step.get("text"), str) or not step["text"].strip():
+            raise ValueError(f'steps[{i}] must be an object with a non-empty string "text"')
+        for key in ("tool", "error"):
+            if not isinstance(step.get(key, ""), str):
+                raise ValueError(f"steps[{i}].{key} must be a string")
+        numbers = step.get("messages", [])
+        if not isinstance(numbers, list) or not all(_is_number(n) for n in numbers):
+            raise ValueError(f"steps[{i}].messages must be a list of message numbers")
+    for i, item in enumerate(obj["evidence"]):
+        if not isinstance(item, dict) or not isinstance(item.get("kind"), str) or not _is_number(item.get("message")):
+            raise ValueError(f'evidence[{i}] must be an object with a string "kind" and a message number "message"')
+        if not isinstance(item.get("text", ""), str):
+            raise ValueError(f"evidence[{i}].text must be a string")
+
+
+def _is_number(value) -> bool:
+    return type(value) is int  # not bool, not 3.0, not "3"
+
+
+def case_schema(count: int, tools: list[str]) -> dict:
+    """What check_case_reply accepts, as a JSON Schema (common/llm_formats.py), narrowed to what the
+    MemCell can back: message numbers 1..count, the tools its messages called, the rules' evidence
+    kinds, lists bounded. No maxLength: llama.cpp's grammar fails on it (extraction/llm.py)."""
+    number = {"enum": list(range(1, max(count, 1) + 1))}
+    step = {"type": "object", "additionalProperties": False, "required": ["text", "tool", "messages", "error"],
+            "properties": {"text": {"type": "string", "minLength": 1}, "tool": {"enum": ["", *tools]},
+                           "messages": {"type": "array", "maxItems": max(count, 1), "items": number},
+                           "error": {"type": "string"}}}
+    evidence = {"type": "object", "additionalProperties": False, "required": ["kind", "message", "text"],
+                "properties": {"kind": {"enum": list(EVIDENCE_KINDS)}, "message": number, "text": {"type": "string"}}}
+    return {"type": "object", "additionalProperties": False, "required": ["task", "steps", "outcome", "evidence"],
+            "properties": {"task": {"type": "string", "minLength": 1},
+                           "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": step},
+                           "outcome": {"type": "string"},
+                           "evidence": {"type": "array", "maxItems": MAX_EVIDENCE, "items": evidence}}}
 
 
 def case_prompt(messages: list[Message]) -> list[dict]:
@@ -91,7 +130,8 @@ def llm_case(messages: list[Message], rules: Case) -> Case | None:
     from common.llm import LlmError, complete_json  # noqa: PLC0415 - keeps the openai import off the default path
 
     try:
-        reply = complete_json(case_prompt(messages), schema_check=check_case_reply, step="agent_case")
+        reply = complete_json(case_prompt(messages), schema_check=check_case_reply, step="agent_case",
+                              schema=case_schema(len(messages[:MAX_PROMPT_MESSAGES]), rules.tools))
     except LlmError as exc:
         log.warning("LLM agent case failed, this MemCell's case comes from the rules: %s", exc)
         return None
@@ -120,7 +160,7 @@ def case_from_reply(reply: dict, messages: list[Message], rules: Case) -> Case:
                              "text": _clean(raw.get("text") if isinstance(raw.get("text"), str) else "", 120)})
     quality = score(evidence)
     return Case(task=_clean(reply["task"], MAX_TASK_CHARS) or rules.task, steps=steps or rules.steps,
-                outcome=_clean(reply.get("outcome", ""), MAX_TASK_CHARS) or rules.outcome, quality=quality,
+                outcome=_clean(reply["outcome"], MAX_TASK_CHARS) or rules.outcome, quality=quality,
                 label=label(quality), evidence=evidence, tools=rules.tools, message_ids=rules.message_ids, mode="llm")
 
 

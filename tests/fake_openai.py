@@ -96,8 +96,12 @@ class FakeOpenAI:
 
     def queue_json_for(self, needle: str, obj: dict) -> None:
         """Answer `obj` to the next chat request whose messages contain `needle`, whatever its turn."""
+        self.queue_for(needle, Reply(body=_chat_body(json.dumps(obj))))
+
+    def queue_for(self, needle: str, *replies: Reply) -> None:
+        """Answer these, in turn, to the next chat requests whose messages contain `needle`."""
         with self._lock:
-            self._routed.append((needle, deque([Reply(body=_chat_body(json.dumps(obj)))])))
+            self._routed.append((needle, deque(replies)))
 
     def queue_error(self, endpoint: str, status: int, message: str = "scripted failure", times: int = 1) -> None:
         body = {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error"}}
@@ -183,13 +187,18 @@ class FakeOpenAI:
         return Handler
 
 
-def _chat_body(content: str) -> dict:
+def chat_reply(content: str, finish_reason: str = "stop") -> Reply:
+    """An assistant message; finish_reason "length" is a reply cut off at max_tokens."""
+    return Reply(body=_chat_body(content, finish_reason))
+
+
+def _chat_body(content: str, finish_reason: str = "stop") -> dict:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 0,
         "model": "fake-llm",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 

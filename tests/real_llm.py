@@ -14,6 +14,7 @@ Use it in a test module with `from tests.real_llm import real_llm, real_llm_serv
 """
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -32,6 +33,14 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m"
 CONTEXT = 2048  # the server's window (the model's own is 8192; more costs memory and prompt time)
 START_SECONDS = 60.0
+# SmolLM2's speed with one thread on a busy two-core machine (start_server), as `seconds_per_token`
+# measures it: what the timing margins of tests/test_real_llm.py were set on.
+REFERENCE_TOKENS_PER_SECOND = 74.0
+# A machine slower than this is not load but a fault: past it the margins stop growing, so a request
+# held past its deadline (an LLM call escaping it costs LLM_TIMEOUT, 30 s) still fails the test.
+MAX_SLOWDOWN = 3.0
+SPEED_PROMPT = "Count from one to one hundred in words, separated by commas."
+SPEED_TOKENS = 48
 
 
 @dataclass
@@ -43,6 +52,26 @@ class LlamaServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def seconds_per_token(self) -> float:
+        """The server's time per written token now: the faster of two short replies, since the first
+        may wait behind a reply the server is still writing for a client that timed out."""
+        body = json.dumps({"model": MODEL_ALIAS, "messages": [{"role": "user", "content": SPEED_PROMPT}],
+                           "max_tokens": SPEED_TOKENS, "temperature": 0}).encode()
+        times = []
+        for _ in range(2):
+            request = urllib.request.Request(f"{self.base_url}/chat/completions", body,
+                                             {"Content-Type": "application/json"})
+            started = time.monotonic()
+            with urllib.request.urlopen(request, timeout=120) as response:
+                tokens = json.load(response)["usage"]["completion_tokens"]
+            times.append((time.monotonic() - started) / max(tokens, 1))
+        return min(times)
+
+    def slowdown(self) -> float:
+        """How many times slower than REFERENCE_TOKENS_PER_SECOND the machine runs the model now, in
+        [1, MAX_SLOWDOWN]: the same cores run the rules, so their time stretches by as much."""
+        return min(MAX_SLOWDOWN, max(1.0, self.seconds_per_token() * REFERENCE_TOKENS_PER_SECOND))
 
     def stop(self) -> None:
         if self.process.poll() is None:

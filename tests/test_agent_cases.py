@@ -5,11 +5,13 @@ messages; similar successful cases become a skill; feedback moves quality and ma
 import json
 from datetime import datetime, timedelta, timezone
 
+import jsonschema
 import pytest
 
+from conversations.agent_cases_llm import case_schema
 from memory.models import CaseCluster, Memory, MemoryHistory
 from tests.conftest import api_client
-from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
+from tests.fake_openai import Reply, chat_reply, fake_openai  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("lite_vector_settings", "api_schema_check")
 
@@ -271,5 +273,73 @@ def test_without_an_llm_cases_are_the_rules_and_say_so(alice, committed):
     transcript(alice, committed, "de", GERMAN)
     case = Memory.objects.get(kind="agent_case")
     assert case.extraction_mode == "deterministic" and case.metadata["outcome_label"] == "mixed"
+    found = agent_search(alice, "Datumstests reparieren", "dev-bot", memory_types=["agent_case"])
+    assert found["agent_memory"][0]["extraction_mode"] == "deterministic"
+
+
+GERMAN_TOOLS = ["run_tests", "edit_file"]
+
+
+def case_requests(fake_openai) -> list[dict]:
+    return [b for b in fake_openai.bodies("chat") if CASE_PROMPT_WORDS in b["messages"][0]["content"]]
+
+
+def test_the_case_step_sends_its_schema_and_uses_a_reply_that_follows_it(alice, committed, fake_openai):  # noqa: F811
+    reply = {"task": "Repair the failing date tests.",
+             "steps": [{"text": "Run the date tests", "tool": "run_tests", "messages": [2, 3], "error": "week 53"},
+                       {"text": "Start weeks on Monday", "tool": "edit_file", "messages": [4, 5], "error": ""}],
+             "outcome": "All date tests pass.",
+             "evidence": [{"kind": "agent_reported_success", "message": 6, "text": "Erledigt"},
+                          {"kind": "user_positive", "message": 7, "text": "Super, danke!"}]}
+    schema = case_schema(len(GERMAN), GERMAN_TOOLS)
+    jsonschema.validate(reply, schema)
+    fake_openai.queue_json_for(CASE_PROMPT_WORDS, reply)
+    transcript(alice, committed, "de", GERMAN)
+
+    (request,) = case_requests(fake_openai)
+    assert request["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "agent_case", "schema": schema, "strict": False}}
+    assert schema["properties"]["steps"]["items"]["properties"]["tool"] == {"enum": ["", "run_tests", "edit_file"]}
+    case = Memory.objects.get(kind="agent_case")
+    assert case.extraction_mode == "llm" and case.metadata["task"] == "Repair the failing date tests."
+    assert [e["kind"] for e in case.metadata["evidence"]] == ["agent_reported_success", "user_positive"]
+    assert alice.get(f"/api/v1/memories/{case.pk}").json()["extraction_mode"] == "llm"
+
+
+def cut_off(content: str) -> Reply:
+    return chat_reply(content, finish_reason="length")
+
+
+BAD_CASE_REPLIES = {
+    # Every piece of evidence cites its message as a string: read item by item, the case would keep
+    # none of it and its quality would fall to the neutral 0.5 while saying the model wrote it.
+    "wrong_types": json.dumps({"task": "Repair the date tests.",
+                               "steps": [{"text": "Run the tests", "tool": "run_tests", "messages": ["2"], "error": ""}],
+                               "outcome": "Fixed.", "evidence": [{"kind": "user_positive", "message": "7", "text": "x"}]}),
+    "no_evidence": json.dumps({"task": "Repair the date tests.", "outcome": "Fixed.",
+                               "steps": [{"text": "Run the tests", "tool": "run_tests", "messages": [2], "error": ""}]}),
+    "empty_task": json.dumps({"task": " ", "steps": [{"text": "Run the tests", "tool": "", "messages": [], "error": ""}],
+                              "outcome": "", "evidence": []}),
+    "truncated": '{"task": "Repair the date tests.", "steps": [{"text": "Run the tests", "tool": "run_te',
+}
+
+
+@pytest.mark.parametrize("bad", BAD_CASE_REPLIES)
+def test_a_malformed_case_reply_leaves_the_rules_case_and_the_api_says_so(alice, committed, fake_openai, bad):  # noqa: F811
+    content = BAD_CASE_REPLIES[bad]
+    attempts = 3  # LLM_MAX_RETRIES 2 (tests/fake_openai.py): every attempt gets the same reply
+    fake_openai.queue_for(CASE_PROMPT_WORDS, *[cut_off(content) if bad == "truncated" else chat_reply(content)
+                                               for _ in range(attempts)])
+    transcript(alice, committed, "de", GERMAN)
+
+    requests = case_requests(fake_openai)
+    assert len(requests) == attempts  # the model was asked again with its mistake, then the rules answered
+    assert all(r["response_format"]["json_schema"]["schema"] == case_schema(len(GERMAN), GERMAN_TOOLS)
+               for r in requests)
+    case = Memory.objects.get(kind="agent_case")
+    assert case.extraction_mode == "deterministic"
+    assert case.metadata["task"] == "Kannst du die fehlschlagenden Datumstests reparieren?"
+    assert case.metadata["outcome_label"] == "mixed" and case.metadata["tools"] == GERMAN_TOOLS
+    assert alice.get(f"/api/v1/memories/{case.pk}").json()["extraction_mode"] == "deterministic"
     found = agent_search(alice, "Datumstests reparieren", "dev-bot", memory_types=["agent_case"])
     assert found["agent_memory"][0]["extraction_mode"] == "deterministic"

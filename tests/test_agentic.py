@@ -4,10 +4,11 @@ its deadline, and its merge and worker threads."""
 import json
 import time
 
+import jsonschema
 import pytest
 
 from tests.conftest import api_client
-from tests.fake_openai import fake_openai  # noqa: F401  (fixture)
+from tests.fake_openai import chat_reply, fake_openai  # noqa: F401  (fixture)
 from tests.test_conversation_api import ingest, search
 
 
@@ -97,3 +98,42 @@ def test_round_twos_threads_close_their_database_connections(alice, world, fake_
     assert merged["agentic"]["round"] == 2
     assert opened, "round 2's searches ran in threads of their own, each with its own connection"
     assert {id(c) for c in opened} <= {id(c) for c in closed}  # closed by the thread, not left to the collector
+
+
+def test_the_sufficiency_check_sends_its_schema_and_uses_a_verdict_that_follows_it(alice, fake_openai):
+    from retrieval.search.agentic import VERDICT_SCHEMA
+
+    reply = {"is_sufficient": False, "reasoning": "no dates", "missing_information": ["when"],
+             "queries": ["painting class"]}
+    jsonschema.validate(reply, VERDICT_SCHEMA)
+    fake_openai.queue_json(reply)
+
+    found = search(alice, "support group", method="agentic")
+    assert found["query"]["answered_by"] == "agentic" and found["query"]["notes"] == []
+    (request,) = fake_openai.bodies("chat")
+    assert request["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "sufficiency", "schema": VERDICT_SCHEMA, "strict": False}}
+
+
+BAD_VERDICTS = {
+    # Each field goes into the response as it is: a list where the reasoning belongs is no verdict.
+    "wrong_types": json.dumps({"is_sufficient": False, "reasoning": ["more"], "missing_information": "dates",
+                               "queries": ["painting"]}),
+    "insufficient_without_queries": json.dumps({"is_sufficient": False, "reasoning": "more",
+                                                "missing_information": ["x"], "queries": [" "]}),
+    "truncated": '{"is_sufficient": false, "reasoning": "the memories say nothing about wh',
+}
+
+
+@pytest.mark.parametrize("bad", BAD_VERDICTS)
+def test_a_malformed_verdict_answers_with_hybrid_and_says_so(alice, fake_openai, bad):
+    attempts = 3  # LLM_MAX_RETRIES 2 (tests/fake_openai.py): every attempt gets the same reply
+    fake_openai.queue("chat", *[chat_reply(BAD_VERDICTS[bad], "length" if bad == "truncated" else "stop")
+                                for _ in range(attempts)])
+
+    found = search(alice, "support group", method="agentic")
+    assert found["query"]["answered_by"] == "hybrid" and "agentic" not in found
+    assert found["facts"] and any("sufficiency check failed" in note for note in found["query"]["notes"])
+    requests = fake_openai.bodies("chat")
+    assert len(requests) == attempts  # asked again with its mistake each time, then hybrid answered
+    assert all(r["response_format"]["type"] == "json_schema" for r in requests)

@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.usefixtures("lite_vector_settings"), pytest.mark.slow,
 
 MODES = {"llm", "deterministic"}
 # The LLM steps of one flush (and one agentic search) may take this long, then the rules answer; the
-# rules themselves (embedding, indexing) get the margin on top, on a busy two-core machine.
+# rules themselves (embedding, indexing) get the margin on top: MARGIN on a busy two-core machine, as
+# many times more as the machine runs the model slower now (Margin).
 DEADLINE = 15.0
 MARGIN = 20.0
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=timezone.utc)
@@ -40,6 +41,27 @@ LATER = [
     ("Ben", "Porto! Do you still work as a nurse?"),
     ("Ana", "Yes, at a clinic near the river."),
 ]
+
+
+class Margin:
+    """The rules' time past the deadline: MARGIN times the server's slowdown (tests/real_llm.py), the
+    larger of that measured before the timed requests and after them. A loaded CI machine stretches
+    the rules and the model alike; the slowdown is capped, so a request the deadline did not bound
+    (one more LLM call costs LLM_TIMEOUT, 30 s, per attempt) still fails."""
+
+    def __init__(self, server, *, measure_after: bool = True):
+        self.server, self.measure_after = server, measure_after
+        self.slowdowns = [server.slowdown()]
+
+    def seconds(self) -> float:
+        if self.measure_after:
+            self.slowdowns.append(self.server.slowdown())
+        return MARGIN * max(self.slowdowns)
+
+
+@pytest.fixture
+def margin(real_llm):
+    return Margin(real_llm)
 
 
 @pytest.fixture
@@ -60,7 +82,7 @@ def timed(committed, client, url, body):
     return response, time.monotonic() - started
 
 
-def chat_session(client, committed, session, chat, prefix, start=T0):
+def chat_session(client, committed, session, chat, prefix, margin, start=T0):
     """Post and flush one session with `wait` (extraction in the request); each request is timed."""
     posted, posting = timed(committed, client, "/api/v1/memories",
                             {"user_id": "u1", "session_id": session, "messages": turns(chat, prefix, start),
@@ -69,7 +91,8 @@ def chat_session(client, committed, session, chat, prefix, start=T0):
     flushed, flushing = timed(committed, client, "/api/v1/memories/flush",
                               {"user_id": "u1", "session_id": session, "wait": True})
     assert flushed.status_code == 200, flushed.content
-    assert posting < DEADLINE + MARGIN and flushing < DEADLINE + MARGIN, (posting, flushing)
+    limit = DEADLINE + margin.seconds()
+    assert posting < limit and flushing < limit, (posting, flushing, limit, margin.slowdowns)
     return flushed.json()
 
 
@@ -86,10 +109,10 @@ def assert_nothing_lost(session, prefix, chat):
     assert cited == {f"{prefix}{i}" for i in range(len(chat))}
 
 
-def test_a_chat_through_the_model_keeps_every_turn_and_says_who_wrote_each_memory(alice, world, committed):
+def test_a_chat_through_the_model_keeps_every_turn_and_says_who_wrote_each_memory(alice, world, committed, margin):
     before = llm_calls()
-    chat_session(alice, committed, "s1", FIRST, "a")
-    chat_session(alice, committed, "s2", LATER, "b", start=T0 + timedelta(days=30))
+    chat_session(alice, committed, "s1", FIRST, "a", margin)
+    chat_session(alice, committed, "s2", LATER, "b", margin, start=T0 + timedelta(days=30))
 
     assert_nothing_lost("s1", "a", FIRST)
     assert_nothing_lost("s2", "b", LATER)
@@ -120,7 +143,7 @@ def test_a_chat_through_the_model_keeps_every_turn_and_says_who_wrote_each_memor
     assert found.status_code == 200 and (found.json()["facts"] or found.json()["episodes"])
 
 
-def test_a_queued_job_redelivered_writes_nothing_twice(alice):
+def test_a_queued_job_redelivered_writes_nothing_twice(alice, margin):
     # Not committed: the jobs are run here as a worker runs them, not sent to a broker.
     posted = alice.post("/api/v1/memories", {"user_id": "u1", "session_id": "s1", "messages": turns(FIRST, "a")},
                         format="json")
@@ -131,7 +154,8 @@ def test_a_queued_job_redelivered_writes_nothing_twice(alice):
     for job in (posted.json(), flushed.json()):
         started = time.monotonic()
         assert run_extraction_job.apply(args=[job["job_id"]]).get() == "done"
-        assert time.monotonic() - started < DEADLINE + MARGIN
+        took = time.monotonic() - started
+        assert took < DEADLINE + margin.seconds(), (took, margin.slowdowns)
     written = sorted(map(str, Memory.objects.values_list("id", flat=True)))
     assert written
     for job in (posted.json(), flushed.json()):  # the broker delivers each message again
@@ -156,7 +180,7 @@ seven backups; restoring one takes about a minute with `orbit restore`.
 """
 
 
-def test_a_document_through_the_model_says_per_section_whose_memories_they_are(world, real_llm, tmp_path):
+def test_a_document_through_the_model_says_per_section_whose_memories_they_are(world, real_llm, tmp_path, margin):
     from ingest.actions import ingest_document
     from ingest.tasks import run_inline
     from tenants.access import permitted_scope
@@ -183,7 +207,7 @@ def test_a_document_through_the_model_says_per_section_whose_memories_they_are(w
         if episode.extraction_mode == "deterministic":
             assert episode.metadata.get("extraction_warning"), "a fallback says why"
     # Two sections, each at most one model call with a retry of LLM_TIMEOUT (30 s) each.
-    assert took < 2 * 2 * 30 + MARGIN
+    assert took < 2 * 2 * 30 + margin.seconds(), (took, margin.slowdowns)
 
 
 CODING = [
@@ -198,7 +222,7 @@ CODING = [
 
 
 @pytest.mark.django_db(transaction=True)  # agentic's round 2 searches in threads, each with its own connection
-def test_an_agent_case_and_an_agentic_search_through_the_model(alice, world, committed):
+def test_an_agent_case_and_an_agentic_search_through_the_model(alice, world, committed, margin):
     messages = [{"message_id": f"c{i}", "role": role, "sender_name": "run_tests" if role == "tool" else "",
                  "content": text, "timestamp": (T0 + timedelta(minutes=i)).isoformat()}
                 for i, (role, text) in enumerate(CODING)]
@@ -208,7 +232,8 @@ def test_an_agent_case_and_an_agentic_search_through_the_model(alice, world, com
     flushed, flushing = timed(committed, alice, "/api/v1/memories/flush",
                               {"user_id": "u1", "session_id": "ci", "wait": True})
     assert flushed.status_code == 200, flushed.content
-    assert posting < DEADLINE + MARGIN and flushing < DEADLINE + MARGIN, (posting, flushing)
+    limit = DEADLINE + margin.seconds()
+    assert posting < limit and flushing < limit, (posting, flushing, limit, margin.slowdowns)
     case = Memory.objects.get(kind="agent_case")
     assert case.extraction_mode in MODES and case.metadata["task"] and case.metadata["outcome_label"]
 
@@ -221,7 +246,7 @@ def test_an_agent_case_and_an_agentic_search_through_the_model(alice, world, com
     answer = found.json()
     assert answer["query"]["answered_by"] in ("agentic", "hybrid")
     assert answer["facts"] or answer["episodes"] or answer.get("agent_memory")
-    assert took < DEADLINE + MARGIN
+    assert took < DEADLINE + margin.seconds(), (took, margin.slowdowns)
 
 
 def test_the_server_killed_mid_flush_opens_the_breaker_and_the_rules_answer(world, settings, committed, tmp_path):
@@ -230,9 +255,10 @@ def test_the_server_killed_mid_flush_opens_the_breaker_and_the_rules_answer(worl
         point_at(settings, server)
         settings.LLM_FLUSH_DEADLINE_SECONDS = DEADLINE
         client = api_client(world.alice_key)
+        margin = Margin(server, measure_after=False)  # measured before the kill: no server after it
         killer = threading.Timer(1.0, server.process.kill)
         killer.start()
-        answer = chat_session(client, committed, "s1", FIRST + LATER, "k")
+        answer = chat_session(client, committed, "s1", FIRST + LATER, "k", margin)
         killer.join()
     finally:
         server.stop()
@@ -243,6 +269,37 @@ def test_the_server_killed_mid_flush_opens_the_breaker_and_the_rules_answer(worl
 
     # While it is open the next flush sends nothing: it takes the rules' time, not a timeout's.
     started = time.monotonic()
-    chat_session(client, committed, "s2", LATER, "n", start=T0 + timedelta(days=1))
-    assert time.monotonic() - started < MARGIN
+    chat_session(client, committed, "s2", LATER, "n", margin, start=T0 + timedelta(days=1))
+    took = time.monotonic() - started
+    assert took < margin.seconds(), (took, margin.slowdowns)
     assert set(Memory.objects.filter(session_id="s2").values_list("extraction_mode", flat=True)) == {"deterministic"}
+
+
+def test_the_case_step_sends_a_schema_the_server_takes_and_uses_only_a_reply_that_passes(real_llm, db, monkeypatch):
+    # A flush's deadline goes to extraction before the case step is reached on a busy machine (the test
+    # above): here the step is asked alone, so its schema meets llama.cpp's grammar (maxLength once
+    # killed the server). Whatever SmolLM2 writes, the case is the rules' (None) or passes the check.
+    from common import llm_formats
+    from common.llm import endpoint_of, llm_client
+    from conversations.agent_cases import extract_case
+    from conversations.agent_cases_llm import EVIDENCE_KINDS, case_schema, llm_case
+
+    messages = [Message(message_id=f"c{i}", role=role, sender_name="run_tests" if role == "tool" else "",
+                        content=text) for i, (role, text) in enumerate(CODING)]
+    rules = extract_case(messages)
+    schema = case_schema(len(messages), rules.tools)
+    asked, response_format = [], llm_formats.response_format
+    monkeypatch.setattr(llm_formats, "response_format",
+                        lambda level, sent, name: asked.append((level, sent)) or response_format(level, sent, name))
+    before = llm_calls()
+    case = llm_case(messages, rules)
+
+    calls = llm_calls() - before
+    assert real_llm.process.poll() is None, "the schema's grammar killed the server"
+    assert calls[("agent_case", "ok")] >= 1, calls  # answered, usable or not
+    assert asked and all(sent == schema for _, sent in asked)
+    # Answered at a level that carries the schema (llama-cpp-python refuses the first with a 500).
+    assert llm_formats.first_level(endpoint_of(llm_client()), schema) <= llm_formats.OBJECT_SCHEMA
+    if case is not None:
+        assert case.mode == "llm" and case.task and case.steps and case.tools == rules.tools
+        assert {e["kind"] for e in case.evidence} <= set(EVIDENCE_KINDS)

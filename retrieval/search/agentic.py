@@ -26,12 +26,36 @@ Answer in JSON: {{"is_sufficient": true|false, "reasoning": "...", "missing_info
 "queries": ["2 or 3 complementary search queries that would find what is missing, in the question's language"]}}"""
 
 
-def _check(payload):
+MAX_QUERIES = 3  # the prompt asks for 2 or 3; round 2 runs each as a hybrid search in a thread of its own
+MAX_MISSING = 5
+# The verdict's JSON Schema, sent where the server takes one (common/llm_formats.py): what check_verdict
+# accepts. No maxLength: llama.cpp's grammar fails on it (extraction/llm.py).
+VERDICT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["is_sufficient", "reasoning", "missing_information", "queries"],
+    "properties": {
+        "is_sufficient": {"type": "boolean"},
+        "reasoning": {"type": "string"},
+        "missing_information": {"type": "array", "maxItems": MAX_MISSING, "items": {"type": "string"}},
+        "queries": {"type": "array", "maxItems": MAX_QUERIES, "items": {"type": "string", "minLength": 1}},
+    },
+}
+
+
+def check_verdict(payload: dict) -> None:
+    """The verdict's shape, or ValueError (complete_json retries it, then hybrid answers): its fields
+    go into the response as they are, and an insufficient verdict must say what to search next."""
     if not isinstance(payload.get("is_sufficient"), bool):
         raise ValueError("is_sufficient must be a boolean")
-    queries = payload.get("queries", [])
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise ValueError("queries must be a list of strings")
+    if not isinstance(payload.get("reasoning", ""), str):
+        raise ValueError("reasoning must be a string")
+    for key in ("missing_information", "queries"):
+        items = payload.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise ValueError(f"{key} must be a list of strings")
+    if not payload["is_sufficient"] and not any(q.strip() for q in payload.get("queries", [])):
+        raise ValueError("an insufficient verdict must give the queries that would find what is missing")
 
 
 def agentic_search(run) -> tuple[dict, list[str]]:
@@ -52,19 +76,18 @@ def _agentic_search(run) -> tuple[dict, list[str]]:
     try:
         verdict = complete_json(
             [{"role": "user", "content": SUFFICIENCY_PROMPT.format(query=run.req.query, memories=listing)}],
-            schema_check=_check,
+            schema_check=check_verdict,
             step="sufficiency",
+            schema=VERDICT_SCHEMA,
         )
     except LlmError as exc:
         log.warning("agentic sufficiency check failed: %s", exc)
         return first, [f"The LLM sufficiency check failed ({exc}): answered with hybrid search."]
     first["agentic"] = {"round": 1, "is_sufficient": verdict["is_sufficient"], "reasoning": verdict.get("reasoning", ""),
-                        "missing_information": verdict.get("missing_information", [])}
+                        "missing_information": verdict.get("missing_information", [])[:MAX_MISSING]}
     if verdict["is_sufficient"]:
         return first, []
-    queries = [q.strip() for q in verdict.get("queries", []) if q.strip()][:3]
-    if not queries:
-        return first, []
+    queries = [q.strip() for q in verdict["queries"] if q.strip()][:MAX_QUERIES]  # some: check_verdict
     pool = ThreadPoolExecutor(max_workers=len(queries))
     futures = [pool.submit(_round_two, run, q) for q in queries]
     left = seconds_left()
