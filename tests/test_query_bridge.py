@@ -54,9 +54,9 @@ def search(world, method, **extra):
 
 
 def test_the_dictionary_reads_senses_without_notes_and_both_scripts(cedict):
-    vocabulary = query_bridge.dictionary()
-    assert vocabulary["卡车"] == vocabulary["卡車"] == (("truck",),)  # "CL:輛|辆[liang4]" is a note
-    assert vocabulary["运送"] == (("transport",), ("carry",))  # "to" says nothing
+    vocabulary = query_bridge.dictionary()  # "CL:輛|辆[liang4]" is a note, not a sense
+    assert query_bridge.senses(vocabulary["卡车"]) == query_bridge.senses(vocabulary["卡車"]) == [["truck"]]
+    assert query_bridge.senses(vocabulary["运送"]) == [["transport"], ["carry"]]  # "to" says nothing
     assert query_bridge.english_terms(QUESTION) == "altogether transport carry blanket"  # 多少 asks
 
 
