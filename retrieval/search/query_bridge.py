@@ -3,12 +3,13 @@
 BM25 cannot match across scripts: a Chinese question over English pages gets nothing from the
 keyword channel, and e5-small's cosine alone left five of bench.docqa's twelve cross-language
 questions without the answering chunk in hybrid's top 30 (bench/RESULTS.md, "Cross-language
-documents: where the answer is lost"). The bridge cuts the query's Han runs into CC-CEDICT
-headwords (longest match first, two characters or more, as bench.cedict_bridge measured) and
-gives the English words of their glosses to the keyword index as a second query; each hit's score
+documents: where the answer is lost"). The bridge cuts the query's Han runs into words (`headwords`:
+jieba's, as the keyword index cuts text, then CC-CEDICT's longest words inside one it lacks) and
+gives the English words of their first senses to the keyword index as a second query; each hit's score
 is its score for the query as written plus SEARCH_QUERY_BRIDGE_WEIGHT times its score for the
 bridged words (`merged`). BM25 is a sum over query terms, so this is the BM25 of one query whose
-bridged terms weigh less, without a weighted-term query in every backend. The words pass through
+bridged terms weigh less, without a weighted-term query in every backend (bench/RESULTS.md, "Cross-language
+documents: the query bridge": the weight and what it gains). The words pass through
 `index_terms` like any query, and each backend quotes them: nothing of the dictionary reaches a
 query language.
 
