@@ -10,6 +10,9 @@ by weighted reciprocal-rank fusion (weight w for the bridge, 1 for the dense lis
 English -> Chinese the other way round: each English word maps to the headwords whose gloss is
 exactly that word, searched as substrings of the Chinese passages. Reported: R@1/5/20 per weight;
 w = 0 is the dense list alone.
+
+The product's bridge (retrieval/search/query_bridge.py, SEARCH_QUERY_BRIDGE) grew from this one; it is
+measured through Loci's own search by bench.xquad_bridge and bench.docqa's `hybrid+bridge`.
 """
 
 import argparse

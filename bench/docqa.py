@@ -1,7 +1,7 @@
 """Document QA: does the first item answer the question? Real files of every format, English and Chinese.
 
     python -m bench.docqa [--questions bench/docqa_questions.json] [--top-k 10] [--json] [--dump misses.json]
-                          [--memory-types episode,atomic_fact,chunk]
+                          [--memory-types episode,atomic_fact,chunk] [--methods hybrid,hybrid+bridge:0.5:2]
 
 Ingests every source file of the questions (embedded stack, fresh var dir, no LLM), then asks each
 question with keyword, vector and hybrid search, asking for facts, episodes and chunks (what the
@@ -171,6 +171,11 @@ def main(argv=None):
             for (text, docs), ok, kind in zip(ranked[:3], answering, list(kinds) + [""] * 3)]}
 
     cpu_ms = {}
+    from retrieval.search import query_bridge
+
+    senses = query_bridge.SENSES
+    if "+bridge" in args.methods:  # read the dictionary outside the timing
+        query_bridge.dictionary()
     if "+ml" in args.methods:  # build/load the reranker outside the timing
         from retrieval.search import multilingual
 
@@ -181,9 +186,15 @@ def main(argv=None):
         base, *stages = method.split("+")
         # "+ml": the multilingual rescoring stage (SEARCH_MULTILINGUAL_RERANK), off in every other method.
         settings.SEARCH_MULTILINGUAL_RERANK = "ml" in stages
+        # "+bridge[:W[:S]]": the query bridge (SEARCH_QUERY_BRIDGE) at weight W, S senses per word.
+        bridge = next((s.split(":") for s in stages if s.startswith("bridge")), None)
+        bridged = {"SEARCH_QUERY_BRIDGE": bridge is not None}
+        if bridge and len(bridge) > 1:
+            bridged["SEARCH_QUERY_BRIDGE_WEIGHT"] = float(bridge[1])
+        query_bridge.SENSES = int(bridge[2]) if bridge and len(bridge) > 2 else senses
         spent = time.process_time()
         for q in questions:
-            with override_settings(SEARCH_LATE_INTERACTION="late" in stages):
+            with override_settings(SEARCH_LATE_INTERACTION="late" in stages, **bridged):
                 response = search(scope, parse_search_request({"query": q["question"], "method": base,
                                                               "top_k": args.top_k, "rerank": "rerank" in stages,
                                                               "memory_types": args.memory_types.split(",")}))

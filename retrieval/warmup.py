@@ -24,7 +24,7 @@ from django.conf import settings
 from retrieval.backends import token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.embeddings import embedder
-from retrieval.search import multilingual
+from retrieval.search import multilingual, query_bridge
 from retrieval.text import index_terms
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ def _warm(entry: dict) -> None:
         vectors.ping()
         getattr(vectors, "preload", lambda: None)()  # an in-process index reads its rows now, not at the first search
         keyword_index().ping()
+        if settings.SEARCH_QUERY_BRIDGE:  # the dictionary: a second or two of parsing, not a search's
+            query_bridge.dictionary()
         if settings.SEARCH_MULTILINGUAL_RERANK:  # its graph is built at first use: seconds of CPU, not a search's
             multilingual.model()
         if settings.SEARCH_LATE_INTERACTION:  # ColBERT: ~1 CPU-s (sha256 and sessions), for searches and chat ingestion

@@ -80,8 +80,8 @@ def test_each_stage_changes_only_what_it_declares_and_every_stage_runs_in_some_s
                 assert item["trail"][-1]["score"] == pytest.approx(item["score"], abs=1e-6), (key, item["trail"])
                 # (memory_kinds adds profiles and agent memory, tense the value a fact replaced)
                 assert item["trail"][0]["stage"] in ("retrieve", "memory_kinds", "tense"), item["trail"]
-    # rerank runs only with a reranker configured, multilingual and late interaction per settings.
-    optional = {"rerank", "multilingual", "late_interaction", "covered"}
+    # rerank runs only with a reranker configured; multilingual, late interaction and the bridge per settings.
+    optional = {"rerank", "multilingual", "late_interaction", "covered", "query_bridge"}
     assert {stage.name for stage in PIPELINE} - optional <= ran
 
 

@@ -191,6 +191,8 @@ class QueryEchoSerializer(serializers.Serializer):
     text = serializers.CharField()
     searched_as = serializers.CharField(required=False, help_text="the query with its relative dates resolved "
                                                                    "against reference_time, when that changed it")
+    keyword_bridge = serializers.CharField(required=False, help_text="the query's words in English that the keyword "
+                                                                      "channel also searched (SEARCH_QUERY_BRIDGE)")
     method = serializers.ChoiceField(METHODS)
     answered_by = serializers.ChoiceField(METHODS, help_text="agentic without an LLM answers as hybrid")
     filters_applied = serializers.DictField(child=serializers.JSONField(),

@@ -48,6 +48,10 @@ class Run:
     def with_query(self, query: str) -> "Run":
         return Run(self.scope, replace(self.req, query=query), self.base, self.engines.with_query(query))
 
+    def with_bridge(self, bridge: str) -> "Run":
+        """This search with the query's bridged words searched by its keyword calls (retrieval.search.query_bridge)."""
+        return replace(self, engines=self.engines.with_bridge(bridge))
+
     def hybrid(self) -> dict:
         return hybrid.search(self.scope, self.req, self.base, self.engines)
 
@@ -114,6 +118,8 @@ def _with_query_block(found: Found, started: float) -> dict:
     }
     if req.query != found.asked:
         response["query"]["searched_as"] = req.query
+    if found.bridged:
+        response["query"]["keyword_bridge"] = found.bridged
     return response
 
 

@@ -27,6 +27,7 @@ from retrieval import builds
 from retrieval.backends import cpu_deadline, keyword_index, vector_index
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder
+from retrieval.search import query_bridge
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,15 @@ def wait(pending: Pending):
     return result
 
 
+@dataclass
+class Bridged:
+    """A keyword call for the query and one for its bridged words, merged when joined."""
+
+    asked: Pending
+    bridged: Pending
+    limit: int
+
+
 class Engines:
     """The engine calls of one search, for one query text, in one index build.
 
@@ -220,17 +230,25 @@ class Engines:
     and the embedding shared by every dense call.
     `prefetch` records one engine answer for a set of ids so that later calls for a subset of them
     (with the same filter otherwise) are read from it instead of asking the engine again.
+    `bridge`: the query's words in the other language (retrieval.search.query_bridge), searched by
+    every keyword call beside the query and merged into its hits; "" for none.
     """
 
-    def __init__(self, query: str, build: "builds.Build | None" = None):
+    def __init__(self, query: str, build: "builds.Build | None" = None, bridge: str = ""):
         self.query = query
         self.build = build or builds.current().live
+        self.bridge = bridge
         self._qvec_call: Pending | None = None
         self._qvec: list[float] | None = None
         self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
     def with_query(self, query: str) -> "Engines":
-        return Engines(query, self.build)
+        """The engines of another query in the same build, bridged when this one was."""
+        bridge = query_bridge.english_terms(query) if self.bridge and query_bridge.applies(query) else ""
+        return Engines(query, self.build, bridge)
+
+    def with_bridge(self, bridge: str) -> "Engines":
+        return Engines(self.query, self.build, bridge)
 
     # --- starting calls (request thread)
     def start_embedding(self) -> None:
@@ -263,7 +281,12 @@ class Engines:
         hits = self._from_prefetched(flt, 1)
         if hits is not None:
             return hits[:limit]
-        return start("keyword", keyword_index(build=self.build.number).search, self.query, flt, limit)
+        search = keyword_index(build=self.build.number).search
+        asked = start("keyword", search, self.query, flt, limit)
+        if not self.bridge:
+            return asked
+        # Two leaf calls on the keyword pool, joined in the request thread (`result`): no task waits on another.
+        return Bridged(asked, start("keyword", search, self.bridge, flt, limit), limit)
 
     def start_both(self, flt: IndexFilter, limit: int):
         """BM25 first, so it runs while the query is embedded; then dense."""
@@ -274,6 +297,9 @@ class Engines:
     # --- joining (request thread)
     @staticmethod
     def result(call) -> list[Hit]:
+        if isinstance(call, Bridged):
+            return query_bridge.merged(wait(call.asked), wait(call.bridged), settings.SEARCH_QUERY_BRIDGE_WEIGHT,
+                                       call.limit)
         return wait(call) if isinstance(call, Pending) else call
 
     def dense(self, flt: IndexFilter, limit: int, floor: float | None = None) -> list[Hit]:

@@ -41,6 +41,7 @@ class Found:
     below: dict = field(default_factory=lambda: {"dropped": 0, "best": None})
     weak: bool = False
     cpu_seconds: float = 0.0
+    bridged: str = ""  # the query's words in the other language, searched by the keyword channel
 
 
 class Stage(Protocol):

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from retrieval import results
 from retrieval.search.rerank import rerank_items
-from retrieval.search import coverage, late_interaction, multilingual, ranking
+from retrieval.search import coverage, late_interaction, multilingual, query_bridge, ranking
 from retrieval.search.agent_memory import EVERY_AGENT_NOTE, agent_memory_items, every_agent
 from retrieval.search.agentic import agentic_search
 from retrieval.search.memory_kinds import add_profiles_and_foresight
@@ -19,6 +19,21 @@ from retrieval.search import summaries
 from retrieval.search.tense import apply_tense
 
 RESULTS = ("facts", "episodes", "chunks")
+
+
+class QueryBridge:
+    name = "query_bridge"
+    help = "a Chinese query's words in English (CC-CEDICT) join every keyword call (SEARCH_QUERY_BRIDGE)"
+    reads = ("req",)
+    writes = ("run", "bridged")
+
+    def applies(self, found: Found) -> bool:
+        return query_bridge.applies(found.req.query)
+
+    def run(self, found: Found) -> None:
+        found.bridged = query_bridge.english_terms(found.req.query)
+        if found.bridged:
+            found.run = found.run.with_bridge(found.bridged)
 
 
 class Retrieve:
@@ -231,6 +246,6 @@ class RawMessages:
 
 
 # Retrieval and the stages that rescore its candidates run inside the CPU budget; the rest after it.
-RETRIEVAL = (Retrieve(), LateInteraction(), Multilingual(), Covered(), Cut(), MemoryKinds())
+RETRIEVAL = (QueryBridge(), Retrieve(), LateInteraction(), Multilingual(), Covered(), Cut(), MemoryKinds())
 FINISHING = (Floor(), Rerank(), Tense(), Context(), Neighbours(), Participant(), Ranks(), RawMessages())
 PIPELINE = RETRIEVAL + FINISHING
