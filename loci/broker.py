@@ -22,9 +22,9 @@ process-wide lock until the file is written.
 kombu's loop sleeps `polling_interval` after every empty look, also when the look was not made because
 the worker's pool is busy (its prefetch is full): a worker that finished a document then waited out
 the rest of that sleep before it took the next one. Fifty small files took one a second whatever
-each took (tests/test_console_browser.py, 57 s). A worker whose pool is busy now looks again every
-BUSY_POLL_SECONDS (its own channel only counts its unacknowledged messages; its remote-control channel
-lists the folder); an idle one still looks every `polling_interval`.
+each took (tests/test_console_browser.py, 57 s). A worker whose pool is busy now checks every
+BUSY_POLL_SECONDS whether it may take a message (a count in memory) and looks at the folder as soon
+as it may; the folder is still listed at most once per `polling_interval` otherwise.
 """
 
 import os
@@ -41,8 +41,8 @@ from kombu.utils.json import dumps, loads
 
 
 _BINDING = threading.Lock()
-# How often a worker whose pool is busy asks whether it may take the next message (its unacknowledged
-# count against its prefetch limit): it takes the next one within this of finishing the last.
+# How often a worker whose pool is busy checks whether it may take the next message (its unacknowledged
+# count against its prefetch limit, in memory): it takes the next one within this of finishing the last.
 BUSY_POLL_SECONDS = 0.02
 
 
@@ -100,7 +100,7 @@ class Transport(filesystem.Transport):
     Channel = Channel
 
     def drain_events(self, connection, timeout=None):
-        """kombu's loop (virtual.Transport.drain_events), with a short sleep while the pool is busy."""
+        """kombu's loop (virtual.Transport.drain_events), except that a busy pool's sleep ends when it is free."""
         time_start = monotonic()
         while True:
             try:
@@ -109,11 +109,18 @@ class Transport(filesystem.Transport):
             except Empty:
                 if timeout is not None and monotonic() - time_start >= timeout:
                     raise socket.timeout() from None
-                interval = self.polling_interval
-                if interval is None:
+                if self.polling_interval is None:
                     continue
-                if timeout:
-                    interval = min(interval, timeout)
-                if any(channel._consumers and not channel.qos.can_consume() for channel in self.channels):
-                    interval = min(interval, BUSY_POLL_SECONDS)
-                sleep(interval)
+                interval = min(self.polling_interval, timeout) if timeout else self.polling_interval
+                if not self._pool_busy():
+                    sleep(interval)
+                    continue
+                # Look again as soon as the pool may take a message, or after `interval` as before: the
+                # folder is still listed at most once per interval while a long task runs.
+                wake = monotonic() + interval
+                while self._pool_busy() and monotonic() < wake:
+                    sleep(BUSY_POLL_SECONDS)
+
+    def _pool_busy(self) -> bool:
+        """A consuming channel is at its prefetch limit (unacknowledged messages): nothing may be taken."""
+        return any(channel._consumers and not channel.qos.can_consume() for channel in self.channels)
