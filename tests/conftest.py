@@ -172,11 +172,29 @@ def pytest_collection_modifyitems(config, items):
         group = next((g for fixture, g in XDIST_GROUPS.items() if fixture in item.fixturenames), None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+            if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+                _name_group_in_node_id(item, group)
     if hasattr(config, "workerinput"):
         # Under xdist the tests marked slow (minutes of real processes) are handed out first, so that
         # none of them starts last while the other workers have run out of tests. (Not when run in
         # one process: a module's tests then stay together, with its module-scoped fixtures.)
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _name_group_in_node_id(item, group: str) -> None:
+    """What xdist's loadgroup does to a grouped test: its node id ends with `@group`, the only thing
+    the scheduler (in the controller, which sees ids only) groups by. xdist 3.8 writes that id into
+    `item._nodeid`, which pytest 9.2 no longer reads (a node's id is `item._id`, a NodeId): every
+    group was silently spread over the workers, each starting its own console installation, Milvus
+    server and llama.cpp server (seen in the 876 s run of 2026-12-05: three of each). Set here, and
+    checked, so that a later pytest or xdist that changes this again fails the run instead."""
+    from _pytest.nodeid import NodeId
+
+    if not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    if not item.nodeid.endswith(f"@{group}"):
+        raise pytest.UsageError(f"cannot put {item.nodeid} in xdist group {group!r}: tests/conftest.py "
+                                "_name_group_in_node_id no longer matches this pytest's node ids")
 
 
 @pytest.hookimpl(trylast=True)  # after the test's own fixtures, which may still use the server

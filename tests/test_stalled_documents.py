@@ -182,8 +182,6 @@ def test_a_killed_workers_documents_are_swept_and_finished_without_duplicates(tm
         report = assert_indexes_match_database(env)
         print(f"\n{broker}: killed at {at_kill['stage']} {at_kill['progress']}%, swept and finished by the second "
               f"worker; lost message sent again; reconcile: {report['expected']} rows, none missing or stale")
-        for worker in started:
-            worker.stop(timeout=15)
 
 
 @pytest.mark.slow
@@ -216,7 +214,6 @@ def test_a_parse_redelivered_while_the_first_copy_runs_does_not_run_beside_it(tm
         assert_indexes_match_database(env)
         print(f"\nparse re-delivered {LEASE_SECONDS + 1}s into its run, with a {LEASE_SECONDS}s lease: refused; "
               f"{len(ready_chunks)} chunks untouched")
-        worker.stop(timeout=15)
 
 
 @pytest.mark.slow
@@ -249,8 +246,6 @@ def test_a_frozen_worker_that_lost_its_claim_writes_nothing_when_it_wakes(tmp_pa
         assert chunk_ids(database_url, done["id"]) == ready_chunks
         assert_same_as_clean_run(env, database_url, done, "clean", scan)
         assert_indexes_match_database(env)
-        for worker in started:
-            worker.stop(timeout=15)
 
 
 @pytest.mark.slow
@@ -278,7 +273,6 @@ def test_milvus_lite_stopped_mid_index_and_started_again_the_document_ends_ready
         assert "did not answer at the index stage" in worker.log()
         assert_same_as_clean_run(env, database_url, done, "clean", DOCUMENT)
         assert_indexes_match_database(env)
-        worker.stop(timeout=15)
 
 
 class _nothing:

@@ -89,7 +89,7 @@ def ingest_and_wait(env, var, tmp_path, name: str, port: int, timeout: float = D
         if status in ("ready", "failed"):
             assert status == "ready", status
             return time.monotonic() - started
-        time.sleep(1)
+        time.sleep(0.2)
     raise AssertionError(f"{name} is still {status_of(var, name)!r} after {timeout}s")
 
 

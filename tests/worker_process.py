@@ -184,15 +184,25 @@ class Worker:
 
     def stop(self, timeout: float = 20) -> None:
         """Warm shutdown (SIGTERM), then SIGKILL whatever is left of the group."""
+        self.begin_stop()
+        self.finish_stop(timeout)
+
+    def begin_stop(self) -> None:
+        """SIGTERM to the worker's main process only, as `up` stops it (loci/supervision.py): its warm
+        shutdown ends its own pool. A SIGTERM to the whole group reached the pool children first; the
+        main process then forked a replacement, which loaded the models (2.6 s) before it could stop."""
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc, signal.SIGCONT)  # a paused worker cannot shut down
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+
+    def finish_stop(self, timeout: float = 20) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            _kill_group(self.proc, signal.SIGCONT)  # a paused worker cannot shut down
-            _kill_group(self.proc, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
         _kill_group(self.proc, signal.SIGKILL)  # pool children that outlived their parent
         self.proc.wait(timeout=30)
 
@@ -209,8 +219,10 @@ def workers():
     try:
         yield started
     finally:
+        for worker in started:  # all at once: each warm shutdown takes seconds
+            worker.begin_stop()
         for worker in started:
-            worker.stop(timeout=10)
+            worker.finish_stop(timeout=10)
 
 
 # --- Throwaway server resources
