@@ -69,8 +69,10 @@ def test_an_update_the_rules_missed_is_read_by_the_model(old, new):
     ("Alex住在北京。", "Alex的弟弟搬到杭州了。"),
     ("Alex lives in Seattle.", "Alex flew to Phoenix for a conference."),
     ("Alex is a software engineer at Litware.", "Alex interviewed a candidate from Northwind today."),
+    # Not strict: a borderline reading whose side follows the CPU's int8 kernels (wrong on the AMX
+    # machines of sessions 13-15, right on the AVX2 one of session 16, the same code and weights).
     pytest.param("Alex住在苏州。", "Alex的妹妹搬到无锡了。", marks=pytest.mark.xfail(
-        strict=True, reason="a wrong supersede on bench/supersede_fresh3.json: the sister's move read as the user's")),
+        strict=False, reason="a wrong supersede on bench/supersede_fresh3.json: the sister's move read as the user's")),
     pytest.param("Alex在百度当算法工程师。", "Alex参加了阿里云的技术大会。", marks=pytest.mark.xfail(
         strict=True, reason="the one wrong supersede on bench/supersede_fresh2.json: 参加了 (attended) read as "
                             "加入了 (joined), 阿里云 as an employer (README, limitations)")),
