@@ -1140,6 +1140,7 @@ export interface components {
          *     * `foresight` - foresight
          *     * `agent_case` - agent_case
          *     * `agent_skill` - agent_skill
+         *     * `summary` - summary
          * @enum {string}
          */
         MemoryTypesEnum: "episode" | "atomic_fact" | "chunk" | "profile" | "foresight" | "agent_case" | "agent_skill" | "summary";
@@ -1404,6 +1405,8 @@ export interface components {
             text: string;
             /** @description the query with its relative dates resolved against reference_time, when that changed it */
             searched_as?: string;
+            /** @description the query's words in English that the keyword channel also searched (SEARCH_QUERY_BRIDGE) */
+            keyword_bridge?: string;
             method: components["schemas"]["SearchMethodEnum"];
             /**
              * @description agentic without an LLM answers as hybrid
