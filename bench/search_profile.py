@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import percentile, setup_django
-from bench.latency import corpus_sentences, forget_queries, populate, questions
+from bench.latency import OFF, STAGES, corpus_sentences, forget_queries, populate, questions
 
 _spans: dict[str, list[float]] = defaultdict(list)
 _current: dict[str, float] = defaultdict(float)
@@ -54,18 +54,22 @@ def _timed(name: str, fn):
 def instrument() -> None:
     from retrieval import results
     from retrieval.backends.milvus import MilvusVectorIndex
+    from retrieval.backends.sqlite_vectors import SqliteVectorIndex
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
     from retrieval.backends.tantivy_keywords import TantivyKeywordIndex
     from retrieval.embeddings.cache import CachedEmbedder
     from retrieval.search import entity_recall, flat, hybrid, memory_kinds, ranking, response, scoring
 
     MilvusVectorIndex.search = _timed("engine: vector search", MilvusVectorIndex.search)
+    SqliteVectorIndex.search_many = _timed("engine: vector search", SqliteVectorIndex.search_many)
     SqliteKeywordIndex.search = _timed("engine: keyword search", SqliteKeywordIndex.search)
     TantivyKeywordIndex.search = _timed("engine: keyword search", TantivyKeywordIndex.search)
     CachedEmbedder.embed_query = _timed("engine: query embedding", CachedEmbedder.embed_query)
     for name in ("coarse_recall", "prefetch_recalled", "fuse", "episodes_of_facts", "fact_scorer", "expand"):
         setattr(hybrid, name, _timed(f"stage: {name}", getattr(hybrid, name)))
     scoring.spread_over_messages = _timed("stage: spread_over_messages", scoring.spread_over_messages)
+    hybrid.CosineShifts.preload = _timed("db: cosine-shift texts (preload)", hybrid.CosineShifts.preload)
+    hybrid.CosineShifts.__call__ = _timed("db: cosine-shift texts", hybrid.CosineShifts.__call__)
     hybrid.entity_recall = _timed("stage: entity_recall (DB)", hybrid.entity_recall)
     hybrid.pulled_in = _timed("stage: entity pulled_in", hybrid.pulled_in)
     del entity_recall  # imported by name into hybrid, patched there
@@ -82,6 +86,8 @@ def instrument() -> None:
 
 
 def trace(scope, queries: list[str], method: str, profiler: cProfile.Profile | None) -> dict:
+    from django.test import override_settings
+
     from retrieval.request import parse_search_request
     from retrieval.search import search
 
@@ -91,7 +97,8 @@ def trace(scope, queries: list[str], method: str, profiler: cProfile.Profile | N
         if profiler:
             profiler.enable()
         t0 = time.perf_counter()
-        search(scope, parse_search_request({"query": q, "method": method, "top_k": 10}))
+        with override_settings(**STAGES.get(method, OFF)):  # as bench.latency times each method
+            search(scope, parse_search_request({"query": q, "method": method.split("+")[0], "top_k": 10}))
         total = (time.perf_counter() - t0) * 1000
         if profiler:
             profiler.disable()

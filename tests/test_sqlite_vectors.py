@@ -185,3 +185,18 @@ def test_threads_searching_while_another_process_writes_and_deletes_see_whole_ro
         t.join(30)
     assert writer.exitcode == 0 and errors == []
     assert _found(index, "steady row", flt()) == {f"chunk:{n}" for n in range(2000)}  # the last delete took w5
+
+
+def test_a_hit_says_its_rows_script_only_where_the_row_was_written_with_one(sqlite_vector_index):
+    """Search reads a hit's script instead of its text (IndexRow.script); a row written before the
+    field existed says none, even beside newer rows of its partition that do, so its text is read."""
+    from dataclasses import replace
+
+    old = make_row("memory:old", "an old row", kb_id=1)
+    sqlite_vector_index.upsert([old])  # the partition's first rows have no script at all
+    sqlite_vector_index.upsert([replace(make_row("memory:zh", "一行", kb_id=1), script="cjk"),
+                                replace(make_row("memory:en", "a row", kb_id=1), script="latin")])
+    extra = {h.id: h.extra for h in sqlite_vector_index.search(hash_vector("row"), flt(), -1)}
+    assert extra["memory:zh"]["script"] == "cjk" and extra["memory:en"]["script"] == "latin"
+    assert "script" not in extra["memory:old"]
+    assert extra["memory:old"]["kind"] == extra["memory:zh"]["kind"]  # the other fields as before

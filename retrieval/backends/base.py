@@ -73,6 +73,11 @@ class IndexRow:
     group_id: str = ""
     run_id: str = ""
     metadata: dict = field(default_factory=dict)  # {key: str | int | float}, keys per METADATA_KEY_RE
+    # The script of the item's own text (retrieval.relevance.script: "cjk", "latin", "mixed"; "" not
+    # known). Search's cross-language shift needs it for every hit; a backend that returns it in
+    # Hit.extra["script"] spares a database read of the texts. Not filterable, and optional: a
+    # backend may drop it, and a hit without it has its text read instead.
+    script: str = ""
 
 
 @dataclass(frozen=True)

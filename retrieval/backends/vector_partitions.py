@@ -32,6 +32,9 @@ from retrieval.backends.coarse import Coarse  # noqa: E402  (imports faiss too)
 faiss.omp_set_num_threads(1)
 
 HIT_FIELDS = ("kind", "kb_id", "document_id", "parent_id")
+# Returned when the row has it: rows written before the field existed have none (code -1 in its
+# column), and a partition none of whose rows has it has no column at all.
+OPTIONAL_HIT_FIELDS = ("script",)
 PARTITION_FIELDS = ("tenant_id", "kb_id", "kind")  # narrowed in SQL through the partition table
 COMPACT_SHARE = 0.25  # rebuild a partition's arrays once this share of their slots is dead
 
@@ -313,7 +316,13 @@ class View:
         return mask
 
     def extra(self, slot: int) -> dict:
-        return {name: self.columns[name][1][self.columns[name][0][slot]] for name in HIT_FIELDS}
+        out = {name: self.columns[name][1][self.columns[name][0][slot]] for name in HIT_FIELDS}
+        for name in OPTIONAL_HIT_FIELDS:
+            column = self.columns.get(name)
+            code = column[0][slot] if column is not None else -1
+            if code >= 0 and column[1][code]:
+                out[name] = column[1][code]
+        return out
 
 
 def build_coarse(part: Partition, vectors: np.ndarray, n: int, generation: int, log_end: int, *,

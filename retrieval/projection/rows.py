@@ -9,6 +9,7 @@ from django.db.models import Q
 from memory.models import Chunk, Document, Memory
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.projection.questions import with_questions
+from retrieval.relevance import script
 from tenants.models import KnowledgeBase, Tenant
 
 
@@ -31,6 +32,7 @@ def row_for_chunk(chunk: Chunk, tenant_id: int, kb_id: int) -> IndexRow:
         kb_id=kb_id,
         kind="chunk",
         text=chunk.text,
+        script=script(chunk.text),
         document_id=chunk.document_id,
         parent_id=chunk_key(chunk.parent_id) if chunk.parent_id else "",
         metadata=dict(chunk.document.user_metadata or {}),
@@ -52,6 +54,7 @@ def row_for_memory(memory: Memory) -> IndexRow:
         kb_id=memory.kb_id,
         kind=memory.kind,
         text=text,
+        script=script(memory.text),  # of its own text, as search reads it (not the topic's)
         document_id=memory.document_id or 0,
         parent_id=memory_key(memory.parent_id) if memory.parent_id else "",
         status=memory.status,

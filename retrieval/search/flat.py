@@ -29,7 +29,9 @@ def vector(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
     shifting = settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT > 0
     limit = ALL_ABOVE_FLOOR if req.top_k == -1 else req.limit * (CROSS_LANGUAGE_OVERFETCH if shifting else 1)
     hits = engines.dense(_filter(req, base), limit, floor=settings.VECTOR_MIN_SIMILARITY)
-    shift = CosineShifts(req.query)([h.id for h in hits])
+    shifts = CosineShifts(req.query)
+    shifts.learn(hits)
+    shift = shifts([h.id for h in hits])
     scored = []
     for h in hits:
         scores = {"cosine": h.score, **({"cross_language": shift[h.id]} if h.id in shift else {})}

@@ -23,7 +23,7 @@ from retrieval import results
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 from retrieval.projection import memory_key
-from retrieval.relevance import PROBE_CHARS, cosine_shift, script
+from retrieval.relevance import PROBE_CHARS, cosine_shift, crosses, script
 from retrieval.request import SearchRequest
 from retrieval.search import questions as candidate_questions
 from retrieval.search import response, scoring, summaries
@@ -36,14 +36,28 @@ Hits = tuple[list[Hit], list[Hit]]  # (dense, BM25)
 
 
 class CosineShifts:
-    """The cross-language cosine shift of each item (retrieval.relevance), its text read once.
+    """The cross-language cosine shift of each item (retrieval.relevance), its script learnt once.
 
-    Index hits carry no text, so the items' first characters are read from the database, one query
-    per batch of ids; with the shift set to 0 nothing is read."""
+    A hit of an index that stores each row's script (IndexRow.script: the embedded vector index)
+    says it in `extra`, learnt by `learn`; for any other item the first characters of its text are
+    read from the database, one query per batch of ids. With the shift set to 0 nothing is read."""
 
     def __init__(self, query: str):
         self.query_script = script(query)
         self._known: dict[str, float] = {}
+        self.labelled = False  # a hit said its script: the index stores them, no text is read ahead
+
+    def learn(self, *hit_lists) -> None:
+        """Take the scripts the hits carry (an index row written before IndexRow.script has none)."""
+        if not self.active:
+            return
+        shift = settings.SEARCH_CROSS_LANGUAGE_COSINE_SHIFT
+        for hits in hit_lists:
+            for h in hits:
+                item_script = h.extra.get("script")
+                if item_script and h.id not in self._known:
+                    self._known[h.id] = shift if crosses(self.query_script, item_script) else 0.0
+                    self.labelled = True
 
     @property
     def active(self) -> bool:
@@ -64,7 +78,7 @@ class CosineShifts:
         Hybrid calls it while the prefetch's engine calls run (the request thread would only wait),
         for the episodes and facts that stages 1 and 3 will shift; an id the engines return that
         this read missed is read by `__call__` as before."""
-        if not self.active:
+        if not self.active or self.labelled:
             return
         pks = [i.split(":", 1)[1] for i in dict.fromkeys(episode_ids) if i.startswith("memory:")]
         if not pks:
@@ -78,7 +92,17 @@ class CosineShifts:
         self._known.update({i: cosine_shift(self.query_script, texts.get(i, "")) for i in ids})
 
 
-NO_SHIFTS = lambda ids: {}  # noqa: E731 (callers that score one language: bench.fit_fusion)
+class _NoShifts:
+    """No shift for any item (callers that score one language: bench.fit_fusion)."""
+
+    def __call__(self, ids) -> dict[str, float]:
+        return {}
+
+    def learn(self, *hit_lists) -> None:
+        pass
+
+
+NO_SHIFTS = _NoShifts()
 
 
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
@@ -197,6 +221,7 @@ def _fused(dense: list[Hit], sparse: list[Hit], cosines_of_missing: list[Hit], l
     order = rrf_order(dense, sparse)
     candidates = []
     chosen = best(order, limit)
+    shifts.learn(dense, sparse, cosines_of_missing)
     shift = shifts(chosen)
     for item_id in chosen:
         c, b = cos.get(item_id, 0.0), bm25.get(item_id, 0.0)
@@ -221,7 +246,8 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
     `fuse`, `episodes_of_facts` and the entity channel then read the latter from the prefetch
     table, and the facts are returned for `fact_scorer`. On Milvus Lite,
     which serves one search at a time, that is one search fewer in a row (≈ 15 ms at 100k rows).
-    While the engines answer, `shifts` reads the texts of those episodes and their facts.
+    While the engines answer, `shifts` reads the texts of those episodes and their facts, unless the
+    index told their scripts (then the prefetch's hits tell the facts').
     """
     dense, sparse = hits
     recalled = best(rrf_order(dense, sparse), limit)
@@ -233,6 +259,7 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
                   parent_ids=tuple(dict.fromkeys(recalled + parents)), or_ids=tuple(dict.fromkeys(unscored)))
     started = engines.start_both(flt, ALL_ABOVE_FLOOR)  # a parent filter is scored exactly
     if shifts is not None:
+        shifts.learn(dense, sparse, *fact_hits)  # where the index says scripts, nothing is read ahead
         shifts.preload(flt.parent_ids)
     both = tuple(engines.result(call) for call in started)
     episodes, facts = ([[h for h in engine if h.extra.get("kind") == kind] for engine in both]
@@ -314,6 +341,7 @@ def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], 
         dense = engines.start_dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)  # a parent filter: exact
         hits = engines.result(dense), engines.result(sparse)
     dense, bm25 = hits[0], {h.id: h.score for h in hits[1]}
+    shifts.learn(dense)
     shift = shifts([h.id for h in dense if h.extra.get("parent_id")])
     table: dict[str, list[Candidate]] = {}
     for hit in dense:
