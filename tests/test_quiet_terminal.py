@@ -30,8 +30,10 @@ async def _collect(response):
 IDLE_CLIENT = """
 import sys, time
 from retrieval.backends.milvus import MilvusVectorIndex
-from retrieval.milvus_lite import release
-index = MilvusVectorIndex({"lite_path": sys.argv[1]})
+from retrieval.milvus_lite import ensure_server, release
+# "path": the index starts its own server; "uri": a server already running, named by its address
+# (as the suite's session server and a local standalone are).
+index = MilvusVectorIndex({"lite_path": sys.argv[1]} if sys.argv[3] == "path" else {"uri": ensure_server(sys.argv[1])})
 index.ping()
 time.sleep(float(sys.argv[2]))
 index.ping()
@@ -42,17 +44,20 @@ print("idle client ok")
 
 
 @pytest.mark.slow
-def test_an_idle_milvus_lite_client_is_not_sent_away_for_too_many_pings(tmp_path):
+@pytest.mark.parametrize("named_by", ["path", "uri"])
+def test_an_idle_milvus_lite_client_is_not_sent_away_for_too_many_pings(tmp_path, named_by):
     # pymilvus pinged every 10 s and the embedded server answered GOAWAY too_many_pings after about
     # 150 s without calls (seen at 146 s on 2026-12-01), printed as a gRPC error by every process.
     # Waiting out those 150 s held a test worker for 200 s; gRPC's keepalive trace shows the cause
     # itself: an idle client that sends keepalive pings at all (the old options did, at 10 s and 20 s).
+    # A client given the server's loopback URI had gRPC's defaults still (the suite's Milvus Lite
+    # tests: "Too many pings" in test_milvus_lite_index.py, 2026-12-06).
     import subprocess
 
     from tests.worker_process import PYTHON, REPO, app_env
 
     env = app_env(tmp_path / "var", GRPC_TRACE="http_keepalive", GRPC_VERBOSITY="DEBUG")
-    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "25"], cwd=REPO,
+    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "25", named_by], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=200)
     assert done.returncode == 0 and "idle client ok" in done.stdout, done.stderr[-2000:]
     pings = [line for line in done.stderr.splitlines()

@@ -9,7 +9,9 @@ import logging
 import os
 import re
 import threading
+from ipaddress import ip_address
 from typing import Iterator
+from urllib.parse import urlsplit
 
 import grpc
 import numpy as np
@@ -76,7 +78,20 @@ def _deleted(result) -> int:
 # The embedded Milvus Lite server keeps gRPC's default ping policy (a ping at most every 5 minutes
 # while no call is active); pymilvus pings every 10 s, so after ~2.5 idle minutes the server answered
 # GOAWAY too_many_pings and every process printed it as an error. A local socket needs no keepalive.
+# The same for any server on this machine named by its URI (a Lite server another process started,
+# a local standalone): a loopback connection has no middlebox to keep it open for.
 LITE_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
+
+
+def on_this_machine(uri: str) -> bool:
+    """Whether `uri` names a loopback address (localhost, 127.0.0.0/8, ::1)."""
+    host = urlsplit(uri if "://" in uri else f"//{uri}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # Milvus's own codes for "not now": 2 = cannot connect (pymilvus, server down or restarting),
@@ -182,7 +197,8 @@ class MilvusVectorIndex:
                     # dedicated: pymilvus shares channels per address, and a gRPC channel inherited
                     # across a fork (Celery prefork) does not work in the child.
                     self._client_obj = MilvusClient(uri=uri, token=self.token, timeout=self.timeout, dedicated=True,
-                                                    **({} if self.uri else {"grpc_options": LITE_GRPC_OPTIONS}))
+                                                    **({} if self.uri and not on_this_machine(self.uri)
+                                                       else {"grpc_options": LITE_GRPC_OPTIONS}))
                     self._pid, self._known = os.getpid(), set()
         return self._client_obj
 
