@@ -9,7 +9,7 @@ from retrieval.backends import vector_index
 from retrieval.backends.sqlite_vectors import SqliteVectorIndex
 from retrieval.search import hybrid
 from tenants.access import permitted_scope
-from tests.test_pipeline import find, ingest
+from tests.test_pipeline import find, ingest_one_story_in_two_languages
 
 pytestmark = pytest.mark.usefixtures("warm_embedding_cache")
 
@@ -20,14 +20,7 @@ def test_the_vector_index_tells_each_hits_script_so_no_text_is_read_for_the_shif
     (a hit without a script: an index written before the field, or a backend that drops it)."""
     assert isinstance(vector_index(), SqliteVectorIndex)  # the embedded default, not Milvus
     alice_scope = permitted_scope(world.alice, write=True)
-    english = tmp_path / "station.txt"
-    english.write_text("Aurora Station is a research base on the southern ice shelf.\n\n"
-                       "Tourist visits ended in March 2017, after a storm wrecked the pier.", encoding="utf-8")
-    chinese = tmp_path / "极光站.txt"
-    chinese.write_text("极光站是南部冰架上的一个科研基地。\n\n2017年3月，一场风暴摧毁了码头，游客参观从此结束。",
-                       encoding="utf-8")
-    for path in (english, chinese):
-        assert ingest(alice_scope, world.docs, path).status == "ready"
+    ingest_one_story_in_two_languages(alice_scope, world.docs, tmp_path)
 
     def answered(query, method):
         with CaptureQueriesContext(connection) as queries:

@@ -29,6 +29,18 @@ def ingest(scope, kb, path, name=None):
     return run_inline(upload.document.pk)
 
 
+def ingest_one_story_in_two_languages(scope, kb, directory):
+    """An English file and a Chinese one telling the same facts: the cross-language shift's fixture."""
+    english = directory / "station.txt"
+    english.write_text("Aurora Station is a research base on the southern ice shelf.\n\n"
+                       "Tourist visits ended in March 2017, after a storm wrecked the pier.", encoding="utf-8")
+    chinese = directory / "极光站.txt"
+    chinese.write_text("极光站是南部冰架上的一个科研基地。\n\n2017年3月，一场风暴摧毁了码头，游客参观从此结束。",
+                       encoding="utf-8")
+    for path in (english, chinese):
+        assert ingest(scope, kb, path).status == "ready"
+
+
 def index_count(document, pk=None):
     flt = IndexFilter(tenant_id=document.kb.tenant_id, kb_ids=(document.kb_id,), document_ids=(pk or document.pk,),
                       statuses=())
@@ -273,14 +285,7 @@ def test_hybrid_answers_across_languages_are_the_same_with_the_texts_read_ahead(
     prefetch's engine calls run; the answers equal those of reading each text when it is scored."""
     from retrieval.search import hybrid
 
-    english = tmp_path / "station.txt"
-    english.write_text("Aurora Station is a research base on the southern ice shelf.\n\n"
-                       "Tourist visits ended in March 2017, after a storm wrecked the pier.", encoding="utf-8")
-    chinese = tmp_path / "极光站.txt"
-    chinese.write_text("极光站是南部冰架上的一个科研基地。\n\n2017年3月，一场风暴摧毁了码头，游客参观从此结束。",
-                       encoding="utf-8")
-    for path in (english, chinese):
-        assert ingest(alice_scope, world.docs, path).status == "ready"
+    ingest_one_story_in_two_languages(alice_scope, world.docs, tmp_path)
     shifted = []
     for query in ("极光站的游客参观什么时候结束？", "When did tourist visits to Aurora Station end?"):
         ahead = find(alice_scope, query, top_k=5)
