@@ -91,22 +91,25 @@ def test_calls_errors_latency_tokens_and_the_breaker_are_series(fake_openai, set
     fake_openai.queue("chat", reply_with_usage('{"a": 1}', 120, 30))
     fake_openai.queue_error("chat", 503)
     before = scrape()
+    # Steps no other caller names: the counters are the process's, and an earlier test's extraction
+    # thread still finishing in this xdist worker once counted a second `extraction` call (2026-12-06).
+    ok_step, failing_step = "usage-series-ok", "usage-series-failing"
 
     with llm_scope(tenant_id=world.acme.pk):
-        complete_json(ASK, step="extraction")
+        complete_json(ASK, step=ok_step)
         with pytest.raises(LlmError):
-            complete_json(ASK, step="boundaries", max_attempts=1)
+            complete_json(ASK, step=failing_step, max_attempts=1)
         with pytest.raises(LlmError):
-            complete_json(ASK, step="boundaries", max_attempts=1)  # the breaker is open: not sent
+            complete_json(ASK, step=failing_step, max_attempts=1)  # the breaker is open: not sent
 
     after = scrape()
-    assert delta(before, after, "loci_llm_calls_total", step="extraction", outcome="ok") == 1
-    assert delta(before, after, "loci_llm_calls_total", step="boundaries", outcome="error") == 1
-    assert delta(before, after, "loci_llm_calls_total", step="boundaries", outcome="breaker_open") == 1
-    assert delta(before, after, "loci_llm_errors_total", step="boundaries", kind="http_5xx") == 1
-    assert delta(before, after, "loci_llm_tokens_total", step="extraction", kind="prompt") == 120
-    assert delta(before, after, "loci_llm_tokens_total", step="extraction", kind="completion") == 30
-    assert delta(before, after, "loci_llm_call_duration_seconds_count", step="extraction") == 1
+    assert delta(before, after, "loci_llm_calls_total", step=ok_step, outcome="ok") == 1
+    assert delta(before, after, "loci_llm_calls_total", step=failing_step, outcome="error") == 1
+    assert delta(before, after, "loci_llm_calls_total", step=failing_step, outcome="breaker_open") == 1
+    assert delta(before, after, "loci_llm_errors_total", step=failing_step, kind="http_5xx") == 1
+    assert delta(before, after, "loci_llm_tokens_total", step=ok_step, kind="prompt") == 120
+    assert delta(before, after, "loci_llm_tokens_total", step=ok_step, kind="completion") == 30
+    assert delta(before, after, "loci_llm_call_duration_seconds_count", step=ok_step) == 1
     assert after[("loci_llm_breaker_open", frozenset({"endpoint": fake_openai.base_url}.items()))] == 1
 
 
