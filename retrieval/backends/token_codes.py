@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Sum
 
+from memory.models import Message
 from retrieval.models import TokenCodebook, TokenVectors
 
 log = logging.getLogger(__name__)
@@ -147,8 +148,6 @@ def written(message_pks, model: str) -> None:
     """After new message rows were stored: code them, or fit the KB's codebook when it is due."""
     if not enabled() or not message_pks:
         return
-    from memory.models import Message
-
     by_kb: dict[tuple[int, int], list[int]] = {}
     for pk, tenant_id, kb_id in Message.objects.filter(pk__in=list(message_pks)).values_list("pk", "tenant_id", "kb_id"):
         by_kb.setdefault((tenant_id, kb_id), []).append(pk)

@@ -32,6 +32,7 @@ from django.db.models import Q
 from memory.models import Memory, Message
 from retrieval.backends import token_vectors
 from retrieval.backends.base import IndexFilter
+from retrieval.models import TokenVectors
 from retrieval.projection import memory_key
 from retrieval.relevance import script
 from retrieval.search import colbert_partitions
@@ -134,8 +135,6 @@ def _pruned_order(part: colbert_partitions.Partition, similarity: np.ndarray, id
 
 def _allowed(base: IndexFilter, model_name: str):
     """The stored message vectors the search may read: its tenant, KBs and narrowing scopes."""
-    from retrieval.models import TokenVectors
-
     q = Q(model=model_name, message__tenant_id=base.tenant_id, message__kb_id__in=base.kb_ids)
     for column in colbert_partitions.SCOPES:
         value = getattr(base, column)
