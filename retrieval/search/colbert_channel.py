@@ -7,9 +7,10 @@ to it, most on multi-hop questions (bench/RESULTS.md). This channel finds those 
 permitted scope, and they surface as the episodes that cite them:
 
 1. the query's token vectors (the stage's own, cached by the model) against each KB's centroids
-   (search/colbert_partitions.py, a cached copy of retrieval/backends/token_codes.py's index): each query
-   token's PROBE best centroids, each message scored by the best of those its tokens fall into
-   (PLAID's centroid interaction, pruned), inside the filter's user/session/agent/group/run;
+   (search/colbert_partitions.py, a cached copy of retrieval/backends/token_codes.py's index), inside the
+   filter's user/session/agent/group/run: PLAID's centroid interaction, pruned (each query token's
+   PROBE best centroids that a message has a token in), then for a shortlist unpruned (every token of
+   the message replaced by its centroid: centroid-only MaxSim);
 2. exact MaxSim over the stored vectors of the CANDIDATES best, read from the database under the
    search's whole permission filter (tenant, KBs, scopes); a KB without a codebook (under
    token_codes.MIN_TOKENS) is scored exactly throughout;
@@ -35,7 +36,7 @@ from retrieval.backends.base import IndexFilter
 from retrieval.models import TokenVectors
 from retrieval.projection import memory_key
 from retrieval.relevance import script
-from retrieval.search import colbert_partitions
+from retrieval.search import colbert_partitions, scoring
 from retrieval.search.mrag import Candidate
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ NEIGHBOURS_OF = 3  # best messages whose adjacent turns join (SEARCH_COLBERT_NEI
 class ChannelRecall:
     messages: dict[int, float]  # message pk → MaxSim (a neighbour: its hit's)
     episodes: dict[str, float]  # episode id → the best MaxSim of the messages it cites
+    facts: dict[str, tuple[float, str]]  # fact id → (the best MaxSim of the messages it cites, its episode id)
 
 
 def applies(query: str) -> bool:
@@ -66,7 +68,7 @@ def channel_recall(query: str, base: IndexFilter) -> ChannelRecall | None:
         found = best_messages(model.encode_query(query), base, settings.SEARCH_COLBERT_CHANNEL_MESSAGES)
         if settings.SEARCH_COLBERT_NEIGHBOURS:
             found = with_neighbours(found, base)
-        return ChannelRecall(found, episodes_citing(found, base))
+        return ChannelRecall(found, *citing(found, base))
     except Exception as exc:
         log.warning("the ColBERT channel failed, searching without it: %s", exc)
         return None
@@ -174,11 +176,12 @@ def with_neighbours(found: dict[int, float], base: IndexFilter) -> dict[int, flo
 
 # --- surfacing
 
-def episodes_citing(found: dict[int, float], base: IndexFilter) -> dict[str, float]:
-    """Each active episode citing one of these messages (Memory.source_message_ids are client message
-    ids within the memory's KB, user and session), with the best score of those it cites."""
+def citing(found: dict[int, float], base: IndexFilter) -> tuple[dict[str, float], dict[str, tuple[float, str]]]:
+    """The active episodes and facts citing these messages (Memory.source_message_ids are client message
+    ids within the memory's KB, user and session), each with the best score of those it cites, best
+    first; a fact with its episode's id."""
     if not found:
-        return {}
+        return {}, {}
     score_of: dict[tuple, float] = {}
     for pk, kb_id, user_id, session_id, message_id in Message.objects.filter(
             pk__in=list(found), tenant_id=base.tenant_id, kb_id__in=base.kb_ids).values_list(
@@ -188,15 +191,22 @@ def episodes_citing(found: dict[int, float], base: IndexFilter) -> dict[str, flo
     q = Q(pk__in=[])
     for kb_id, user_id, session_id in sessions:
         q |= Q(kb_id=kb_id, user_id=user_id, session_id=session_id)
-    out: dict[str, float] = {}
-    for pk, kb_id, user_id, session_id, cited in Memory.objects.filter(
-            q, tenant_id=base.tenant_id, kind=Memory.Kind.EPISODE, status=Memory.Status.ACTIVE).values_list(
-            "pk", "kb_id", "user_id", "session_id", "source_message_ids"):
+    episodes: dict[str, float] = {}
+    facts: dict[str, tuple[float, str]] = {}
+    for pk, kind, parent_id, kb_id, user_id, session_id, cited in Memory.objects.filter(
+            q, tenant_id=base.tenant_id, kind__in=(Memory.Kind.EPISODE, Memory.Kind.ATOMIC_FACT),
+            status=Memory.Status.ACTIVE).values_list("pk", "kind", "parent_id", "kb_id", "user_id", "session_id",
+                                                     "source_message_ids"):
         scores = [score_of[(kb_id, user_id, session_id, m)] for m in cited or ()
                   if (kb_id, user_id, session_id, m) in score_of]
-        if scores:
-            out[memory_key(pk)] = max(scores)
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+        if not scores:
+            continue
+        if kind == Memory.Kind.EPISODE:
+            episodes[memory_key(pk)] = max(scores)
+        elif parent_id:
+            facts[memory_key(pk)] = (max(scores), memory_key(parent_id))
+    return (dict(sorted(episodes.items(), key=lambda kv: (-kv[1], kv[0]))),
+            dict(sorted(facts.items(), key=lambda kv: (-kv[1][0], kv[0]))))
 
 
 def channel_episodes(found: ChannelRecall | None) -> list[str]:
@@ -216,3 +226,25 @@ def pulled_in(fuse, engines, base: IndexFilter, recalled: list[Candidate], found
         if score is not None and math.isfinite(score):
             c.scores["colbert_channel"] = round(score, 6)
     return pulled
+
+
+def rescored_facts(found: ChannelRecall, ranked: list[Candidate], episodes: list[Candidate], score_facts,
+                   alpha: float) -> list[Candidate]:
+    """The facts citing the channel's messages that hybrid's list lacks, appended to what the rescoring
+    stages read (late interaction, after hybrid's top_k and runners-up): the recall holds their
+    episodes, yet an expansion keeps a few facts of each, so a fact whose message ColBERT ranks first
+    may not be listed. Scored as the expansion scores a fact (blended with its episode's score)."""
+    listed = {c.id for c in ranked}
+    by_episode = {e.id: e for e in episodes}
+    wanted = [(fid, parent) for fid, (_, parent) in found.facts.items() if fid not in listed and parent in by_episode]
+    table = score_facts(list(dict.fromkeys(parent for _, parent in wanted))) if wanted else {}
+    scored = {f.id: f for facts in table.values() for f in facts}
+    out = []
+    for fid, parent in wanted:
+        fact = scored.get(fid)
+        if fact is None:
+            continue
+        c = Candidate(fid, "atomic_fact", scoring.blend(fact.score, by_episode[parent].score, alpha), parent,
+                      {**fact.scores, "colbert_channel": round(found.facts[fid][0], 6)})
+        out.append(c)
+    return out

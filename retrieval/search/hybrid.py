@@ -144,6 +144,9 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
                 ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
                                      keep_episodes=summaries.keeps_episodes(req))
+            if recall.colbert is not None and req.candidates > req.limit:  # read by the rescoring stages
+                ranked += colbert_channel.rescored_facts(recall.colbert, ranked, episodes, score_facts,
+                                                         settings.MRAG_ALPHA)
             if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
                 ranked = scoring.weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
