@@ -75,15 +75,20 @@ def timings(questions, flt, model, *, exhaustive: bool) -> dict:
     return {"p50_ms": round(percentile(ms, 50), 2), "p95_ms": round(percentile(ms, 95), 2)}
 
 
-def overlap(questions, flt, model) -> float:
-    """Of the exhaustive top 10, the share the channel's top 10 holds."""
+def overlap(questions, flt, model, turns: int) -> float:
+    """Of the exhaustive top 10, the share the channel's top 10 holds, by turn: a KB of N messages holds
+    N / turns jittered copies of each turn, whose order among themselves is the jitter's."""
+    from memory.models import Message
     from retrieval.search import colbert_channel
+
+    def turn_ids(pks):
+        return {int(m) % turns for m in Message.objects.filter(pk__in=list(pks)).values_list("message_id", flat=True)}
 
     kept = total = 0
     for q in questions:
         v = model.encode_query(q)
-        exact = set(colbert_channel.best_messages(v, flt, 10, exhaustive=True))
-        kept += len(exact & set(colbert_channel.best_messages(v, flt, 10)))
+        exact = turn_ids(colbert_channel.best_messages(v, flt, 10, exhaustive=True))
+        kept += len(exact & turn_ids(colbert_channel.best_messages(v, flt, 10)))
         total += len(exact)
     return round(kept / total, 4)
 
@@ -139,7 +144,7 @@ def run(sizes: list[int], log=print) -> dict:
             few = questions[:10] if label == "whole_kb" else questions
             entry[label] = {"index": timings(questions, f, model, exhaustive=False),
                             "exhaustive": timings(few, f, model, exhaustive=True),
-                            "top10_overlap": overlap(few, f, model)}
+                            "top10_overlap": overlap(few, f, model, len(turns))}
         report["sizes"][n] = entry
         log(json.dumps({n: entry}))
     return report

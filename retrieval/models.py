@@ -76,6 +76,7 @@ class TokenCodebook(models.Model):
     name = models.CharField(max_length=160)
     k = models.PositiveIntegerField()
     fitted_tokens = models.PositiveIntegerField(help_text="the KB's token count when it was fitted")
+    coded_tokens = models.PositiveBigIntegerField(default=0, help_text="tokens fitted on plus those coded since")
     centroids = models.BinaryField(help_text="k x dim float32")
     generation = models.PositiveBigIntegerField(default=0)
 

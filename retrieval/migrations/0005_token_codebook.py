@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=160)),
                 ('k', models.PositiveIntegerField()),
                 ('fitted_tokens', models.PositiveIntegerField(help_text="the KB's token count when it was fitted")),
+                ('coded_tokens', models.PositiveBigIntegerField(default=0, help_text='tokens fitted on plus those coded since')),
                 ('centroids', models.BinaryField(help_text='k x dim float32')),
                 ('generation', models.PositiveBigIntegerField(default=0)),
                 ('kb', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.knowledgebase')),

@@ -106,7 +106,7 @@ def approximate(part: colbert_partitions.Partition, query: np.ndarray, base: Ind
     idx = np.flatnonzero(part.in_scope(base) & (np.diff(part.offsets) > 0))
     similarity = query @ part.centroids.T  # query tokens × k
     if len(idx) > SHORTLIST * n:
-        idx = idx[_pruned_order(part, similarity, idx)[: SHORTLIST * n]]
+        idx = idx[_pruned_best(part, similarity, idx, SHORTLIST * n)]
     if not len(idx):
         return []
     starts, ends = part.offsets[idx], part.offsets[idx + 1]
@@ -117,8 +117,8 @@ def approximate(part: colbert_partitions.Partition, query: np.ndarray, base: Ind
     return part.message_pks[idx[best]].tolist()
 
 
-def _pruned_order(part: colbert_partitions.Partition, similarity: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Positions in `idx`, best first by the pruned centroid interaction."""
+def _pruned_best(part: colbert_partitions.Partition, similarity: np.ndarray, idx: np.ndarray, m: int) -> np.ndarray:
+    """Positions in `idx` of the `m` best by the pruned centroid interaction (in no order)."""
     probe = min(PROBE, similarity.shape[1])
     top = np.argpartition(-similarity, probe - 1, axis=1)[:, :probe]
     # Weights as uint8 (cosine × 255, negatives 0): the max runs over bytes, a quarter of float32's traffic.
@@ -132,7 +132,7 @@ def _pruned_order(part: colbert_partitions.Partition, similarity: np.ndarray, id
     scores = best.sum(axis=0, dtype=np.int32)
     if whole:
         scores = scores[idx]
-    return np.argsort(-scores, kind="stable")
+    return np.argpartition(-scores, m - 1)[:m]  # a full sort of 100k scores cost ~8 ms
 
 
 def _allowed(base: IndexFilter, model_name: str):
