@@ -112,8 +112,8 @@ SEARCH_LATE_INTERACTION_MAP = tuple(env_float(f"SEARCH_LATE_INTERACTION_{name}",
 # vectors); codes are written at ingestion only while it is on (turning it on later: `manage.py reindex`,
 # or `reconcile --repair`; meanwhile uncoded rows are coded in memory when a partition is loaded).
 # Off by default: on LoCoMo 0-5 (no constant tuned on them) R@10 0.788 -> 0.795, multi-hop 0.511 -> 0.521,
-# R@5 flat, for a k-means fit in the write path (10-45 s at 20-100k messages, as a KB doubles) and 8 ms p95
-# a user-scoped search at 100k messages (bench/RESULTS.md, "ColBERT recall channel with a centroid index").
+# R@5 flat, for a k-means fit in the write path (10 s at 20k messages, as a KB doubles) and 8-10 ms p95 a
+# user-scoped search at 100k messages (18 ms a whole KB) (bench/RESULTS.md, "ColBERT recall channel with a centroid index").
 SEARCH_COLBERT_CHANNEL = env_bool("SEARCH_COLBERT_CHANNEL", False)
 # Messages the channel keeps (after exact MaxSim), whose citing episodes join the recall.
 SEARCH_COLBERT_CHANNEL_MESSAGES = env_int("SEARCH_COLBERT_CHANNEL_MESSAGES", 10, minimum=1, maximum=200)
