@@ -166,14 +166,19 @@ def test_deleting_a_user_a_kb_or_the_tenant_empties_the_centroid_data(world, two
     assert not TokenCodebook.objects.exists() and not TokenVectors.objects.exists()
 
 
-def test_a_user_removal_that_leaves_the_kb_small_drops_its_codebook(world, channel_on, encoded, committed):
-    store(world.notes, "u1", locomo(0)[0], encoded)
-    store(world.notes, "u2", locomo(0)[0][:20], encoded)
+def test_a_user_removal_drops_the_codebook_and_the_next_write_fits_one_without_them(world, two_users, committed):
+    """Centroids are means of every user's tokens: none computed from a removed user's may stay."""
     assert TokenCodebook.objects.filter(kb=world.notes).exists()
     committed(delete_memories_in_scope, permitted_scope(world.alice, write=True), [world.notes.pk], user_id="u1")
     assert not TokenCodebook.objects.exists()
-    q = query_vectors(locomo(0)[1][0])  # the small KB is scored exactly: u2's messages still found
+    q = query_vectors(locomo(1)[1][0])  # meanwhile the KB is scored exactly: u2's messages still found
     assert colbert_channel.best_messages(q, flt(world, user_id="u2"), 5)
+
+    turns = [(session, f"again-{mid}", text) for session, mid, text in locomo(1)[0][:5]]
+    store(world.notes, "u2", turns, {text: token_vectors.model().encode_documents([text])[0] for _, _, text in turns})
+    book = TokenCodebook.objects.get(kb=world.notes)
+    assert book.fitted_tokens == token_codes.kb_tokens(world.notes.pk, book.model)  # u2's tokens only
+    assert not TokenVectors.objects.filter(message__kb=world.notes, codes__isnull=True).exists()
 
 
 def test_reconcile_reports_and_repairs_missing_and_stale_codes(world, cited):

@@ -18,9 +18,9 @@ top 20 in the centroid top 100 (bench/RESULTS.md).
 - **Checked** by `reconcile` (a KB without the codebook it needs, a codebook of another model or fit,
   rows not coded by their KB's codebook); repaired the same way.
 - **Removed** with the rows (the codes are columns of TokenVectors, so every delete path and cascade
-  takes them); the codebook goes with its KB or tenant (foreign keys), and when a removal leaves its KB
-  under MIN_TOKENS. The centroids of a KB that keeps enough tokens are means of many tokens, of users
-  still there and of a removed one: a refit (`reindex`) recomputes them without it (docs/limitations.md).
+  takes them); the codebook goes with its KB or tenant (foreign keys), and with any removal of the KB's
+  message rows: its centroids were partly computed from the removed tokens. The next write (or
+  `reconcile --repair`, or `reindex`) fits it again on what is left; meanwhile the KB is scored exactly.
 
 Only messages' rows are coded: the channel finds messages (a memory's own vectors are scored by the
 late-interaction stage, and chunks are not English-scored at all).
@@ -172,12 +172,11 @@ def written(message_pks, model: str) -> None:
 # --- removal, reindex and reconcile
 
 def removed(tenant_id: int, kb_ids) -> None:
-    """After rows of these KBs were deleted: their codebooks' generation moves on, and a KB left under
-    MIN_TOKENS loses its codebook (it is scored exhaustively, and keeps no centroids of removed tokens)."""
-    for book in TokenCodebook.objects.filter(tenant_id=tenant_id, kb_id__in=list(kb_ids)):
-        if kb_tokens(book.kb_id, book.model) < MIN_TOKENS:
-            book.delete()
-    bump(kb_ids)
+    """After message rows of these KBs were deleted (a user's or a session's removal): their codebooks
+    go. Centroids are means of the KB's tokens, the removed user's among them; a deletion must leave
+    nothing computed from them. The KB is scored exactly until the next write or `reconcile --repair`
+    fits it again on what is left (or `reindex`)."""
+    TokenCodebook.objects.filter(tenant_id=tenant_id, kb_id__in=list(kb_ids)).delete()
 
 
 def refit(tenant, model: str) -> int:

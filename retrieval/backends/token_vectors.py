@@ -271,6 +271,7 @@ def _selecting(flt: IndexFilter) -> Q:
 def delete(flt: IndexFilter) -> None:
     """Remove the vectors of the index rows `flt` selects (the removal filters of retrieval/projection/removal.py)."""
     TokenVectors.objects.filter(_selecting(flt)).delete()
+    # Not only when rows went here: a user's messages are often gone already (their foreign keys' cascade).
     if not (flt.ids or flt.document_ids):  # those select no message's rows (_selecting)
         token_codes.removed(flt.tenant_id, flt.kb_ids)
 
