@@ -43,8 +43,10 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"} 
 LATE = "hybrid+late-interaction"  # hybrid with the late-interaction stage on (its projection written at ingestion)
 # The default run includes what users get: hybrid with the late-interaction stage, on by default since
 # session 11 (SEARCH_LATE_INTERACTION); "hybrid" here is the same search with that stage off.
+CHANNEL = "hybrid+colbert-channel"  # LATE and the ColBERT recall channel (SEARCH_COLBERT_CHANNEL, issue 36)
+GAR = "hybrid+colbert-gar"  # CHANNEL with the adjacent turns of its best messages (SEARCH_COLBERT_NEIGHBOURS)
 METHODS = ("keyword", "vector", "hybrid", LATE)
-CHOICES = METHODS + ("paths",)  # paths: evidence paths across sessions (issue 28), asked for by name
+CHOICES = METHODS + ("paths", CHANNEL, GAR)  # paths: evidence paths across sessions (issue 28), asked for by name
 KS = (5, 10, 20)
 TURN_SECONDS = 30  # spacing of turns inside a session: keeps their order, never a 4-hour gap
 _DIA_ID = re.compile(r"^D\d+:\d+$")
@@ -123,8 +125,10 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
     again, so a ranking setting is compared on the same memories in minutes."""
     import os
 
-    if LATE in methods:  # ingestion writes the token vectors; each method sets the stage itself below
+    if {LATE, CHANNEL, GAR} & set(methods):  # ingestion writes the token vectors; each method sets the stage itself below
         os.environ["SEARCH_LATE_INTERACTION"] = "1"
+    if {CHANNEL, GAR} & set(methods):  # and their centroid codes
+        os.environ["SEARCH_COLBERT_CHANNEL"] = "1"
     if reuse:
         os.environ.setdefault("LLM_DISABLED", "1")
         os.environ.setdefault("SEARCH_ENGINE_TIMEOUT_SECONDS", "600")
@@ -149,10 +153,12 @@ def run(path: Path, indices: list[int], top_k: int, methods: tuple[str, ...], em
                 f"ingested in {stats['ingest_seconds'] - before:.1f}s; {len(conv['questions'])} questions")
             searched = time.perf_counter()
             for method in methods:
-                stage = {"SEARCH_LATE_INTERACTION": method == LATE}
+                stage = {"SEARCH_LATE_INTERACTION": method in (LATE, CHANNEL, GAR),
+                         "SEARCH_COLBERT_CHANNEL": method in (CHANNEL, GAR), "SEARCH_COLBERT_NEIGHBOURS": method == GAR}
                 for q in conv["questions"]:
                     with override_settings(**stage):
-                        ranked = search_message_ids(client, q["question"], "hybrid" if method == LATE else method,
+                        ranked = search_message_ids(client, q["question"],
+                                                    "hybrid" if method in (LATE, CHANNEL, GAR) else method,
                                                     conv["user_id"], top_k)
                     rows[method].append({"conv": conv["index"], "question": q["question"], "category": q["category"],
                                          "ranked": ranked, "evidence": q["evidence"]})

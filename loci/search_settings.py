@@ -105,6 +105,21 @@ SEARCH_COVERED_WEIGHT = env_float("SEARCH_COVERED_WEIGHT", 1.0, minimum=0.0, max
 # (tests/test_relevance_floor.py).
 SEARCH_LATE_INTERACTION_MAP = tuple(env_float(f"SEARCH_LATE_INTERACTION_{name}", value)
                                     for name, value in zip("ABC", fitted.LATE_INTERACTION_MAP.value))
+# The ColBERT recall channel (retrieval/search/colbert_channel.py, issue 36): the messages of the search's
+# scope nearest to an English query by ColBERT MaxSim over the stored token vectors (the late-interaction
+# projection), found through a centroid index (retrieval/backends/token_codes.py), pull the episodes that
+# cite them into hybrid's coarse recall, like the entity channel's. Needs SEARCH_LATE_INTERACTION (its
+# vectors); codes are written at ingestion only while it is on (turning it on later: `manage.py reindex`,
+# or `reconcile --repair`; meanwhile uncoded rows are coded in memory when a partition is loaded).
+# Off by default: on LoCoMo 0-5 (no constant tuned on them) R@10 0.788 -> 0.795, multi-hop 0.511 -> 0.521,
+# R@5 flat, for a k-means fit in the write path (10 s at 20k messages, as a KB doubles) and 8-10 ms p95 a
+# user-scoped search at 100k messages (18 ms a whole KB) (bench/RESULTS.md, "ColBERT recall channel with a centroid index").
+SEARCH_COLBERT_CHANNEL = env_bool("SEARCH_COLBERT_CHANNEL", False)
+# Messages the channel keeps (after exact MaxSim), whose citing episodes join the recall.
+SEARCH_COLBERT_CHANNEL_MESSAGES = env_int("SEARCH_COLBERT_CHANNEL_MESSAGES", 10, minimum=1, maximum=200)
+# GAR (issue 36 item 2): the turns adjacent (same session, by time) to the channel's best messages join too.
+# Off: +0.1 R@10 on one LoCoMo fold, nothing else (an episode already cites its adjacent turns).
+SEARCH_COLBERT_NEIGHBOURS = env_bool("SEARCH_COLBERT_NEIGHBOURS", False)
 # The multilingual rescoring stage (retrieval/search/multilingual.py): hybrid's Chinese and
 # Chinese<->English items (the late-interaction stage's English pairs excepted) rescored by the
 # bundled e5x-rerank (RERANK_MULTILINGUAL_PRECISION), the best TOP of them by hybrid's relevance. The

@@ -40,6 +40,11 @@ class TokenVectors(models.Model):
     text_sha = models.CharField(max_length=16)
     tokens = models.PositiveIntegerField()
     data = models.BinaryField()
+    # The centroid index (retrieval/backends/token_codes.py): each token's nearest centroid (uint8) of
+    # `codebook`; null until coded. Codes of another codebook than its KB's current one are stale.
+    codebook = models.ForeignKey("retrieval.TokenCodebook", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    codes = models.BinaryField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -55,3 +60,25 @@ class TokenVectors(models.Model):
                            | models.Q(memory__isnull=True, chunk__isnull=True, message__isnull=False)),
                 name="token_vectors_of_one_source"),
         ]
+
+
+class TokenCodebook(models.Model):
+    """The centroids of a knowledge base's message token vectors (retrieval/backends/token_codes.py).
+
+    One per KB and ColBERT model (`model` is TokenVectors.model's identity, so a model change never mixes
+    codebooks); `name` joins the model and the fit's parameters. `generation` is bumped by every write
+    and delete of the KB's coded rows, the marker a process's cached partition is checked against.
+    """
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    kb = models.ForeignKey("tenants.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=96)
+    name = models.CharField(max_length=160)
+    k = models.PositiveIntegerField()
+    fitted_tokens = models.PositiveIntegerField(help_text="the KB's token count when it was fitted")
+    coded_tokens = models.PositiveBigIntegerField(default=0, help_text="tokens fitted on plus those coded since")
+    centroids = models.BinaryField(help_text="k x dim float32")
+    generation = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kb", "model"], name="token_codebook_one_per_kb_and_model")]

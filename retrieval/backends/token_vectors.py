@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from memory.models import Chunk, Memory, Message
+from retrieval.backends import token_codes
 from retrieval.backends.base import IndexFilter, IndexRow
 from retrieval.models import TokenVectors
 from retrieval.relevance import script
@@ -195,6 +196,7 @@ def _store(batch: list[tuple[str, str]], matrices, name: str) -> int:
         TokenVectors.objects.bulk_create([
             TokenVectors(**{OWNERS[_split(k)[0]]: _split(k)[1]}, model=name, text_sha=text_sha(t), tokens=len(m),
                          data=quantise(m).tobytes()) for k, t, m in keep])
+    token_codes.written([_split(k)[1] for k, _, _ in keep if k.startswith("message:")], name)
     return len(keep)
 
 
@@ -269,6 +271,9 @@ def _selecting(flt: IndexFilter) -> Q:
 def delete(flt: IndexFilter) -> None:
     """Remove the vectors of the index rows `flt` selects (the removal filters of retrieval/projection/removal.py)."""
     TokenVectors.objects.filter(_selecting(flt)).delete()
+    # Not only when rows went here: a user's messages are often gone already (their foreign keys' cascade).
+    if not (flt.ids or flt.document_ids):  # those select no message's rows (_selecting)
+        token_codes.removed(flt.tenant_id, flt.kb_ids)
 
 
 def count(flt: IndexFilter) -> int:

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from common.backends import embedders
 from retrieval import builds, questions
-from retrieval.backends import token_vectors
+from retrieval.backends import token_codes, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.builds import Build, BuildState
 from retrieval.embeddings import embedder, identity
@@ -57,6 +57,7 @@ def reindex(tenant: Tenant | None = None, kb: KnowledgeBase | None = None, *, em
             delete_everywhere(replace(scope, ids=ids))
         # Copies in the place the tenant's isolation does not use (a switch that died half-way).
         delete_in(rows_of(one.pk, kb_ids), not is_exclusive(one))
+        _refit_centroids(one)
     return {"tenants": len(tenants), "rows": total}
 
 
@@ -104,7 +105,15 @@ def rebuild(*, embedder_alias: str | None = None, log_progress=None) -> dict:
         time.sleep(float(settings.LOCI_REINDEX_DRAIN_SECONDS))  # searches already under way on the old build
         _drop_build(state.live.number)
         token_vectors.drop_other_models()  # every row of the current model was written by the pass above
+        for one in tenants:
+            _refit_centroids(one)
     return {"tenants": len(tenants), "rows": total, "build": new.number, "embedder": alias, "model": new.model}
+
+
+def _refit_centroids(tenant: Tenant) -> None:
+    """The centroid index fitted anew on the vectors now stored (retrieval/backends/token_codes.py)."""
+    if token_codes.enabled():
+        token_codes.refit(tenant, token_vectors.model().name)
 
 
 def _drop_build(number: int) -> None:

