@@ -90,6 +90,8 @@ def fit(tenant_id: int, kb_id: int, model: str) -> TokenCodebook | None:
     """Fit (or refit) the KB's codebook and code all its rows; drop it when the KB is too small."""
     import faiss
 
+    from retrieval.runtimes.colbert import dequantise
+
     rows = list(_message_rows(kb_id, model).values_list("pk", "tokens"))
     total = sum(t for _, t in rows)
     if total < MIN_TOKENS:
@@ -104,9 +106,8 @@ def fit(tenant_id: int, kb_id: int, model: str) -> TokenCodebook | None:
         n += rows[i][1]
         if n >= SAMPLE_TOKENS:
             break
-    sample = np.concatenate([_matrix(tokens, data) for tokens, data in
-                             TokenVectors.objects.filter(pk__in=picked).values_list("tokens", "data")])
-    sample = sample.astype(np.float32) / 127.0
+    sample = dequantise(np.concatenate([stored_matrix(tokens, data) for tokens, data in
+                                        TokenVectors.objects.filter(pk__in=picked).values_list("tokens", "data")]))
     kmeans = faiss.Kmeans(sample.shape[1], k, niter=KMEANS_ITERATIONS, seed=SEED, spherical=True,
                           max_points_per_centroid=SAMPLE_TOKENS // k + 1, verbose=False)
     kmeans.train(np.ascontiguousarray(sample))
@@ -124,7 +125,8 @@ def fit(tenant_id: int, kb_id: int, model: str) -> TokenCodebook | None:
     return book
 
 
-def _matrix(tokens: int, data) -> np.ndarray:
+def stored_matrix(tokens: int, data) -> np.ndarray:
+    """A TokenVectors row's int8 matrix (`tokens` rows) from its stored bytes."""
     return np.frombuffer(bytes(data), dtype=np.int8).reshape(tokens, -1)
 
 
@@ -137,7 +139,7 @@ def code(book: TokenCodebook, pks) -> int:
     for start in range(0, len(pks), CODE_BATCH):
         batch = list(TokenVectors.objects.filter(pk__in=pks[start:start + CODE_BATCH]).only("pk", "tokens", "data"))
         for row in batch:
-            row.codes = assign(_matrix(row.tokens, row.data), centroids).tobytes()
+            row.codes = assign(stored_matrix(row.tokens, row.data), centroids).tobytes()
             row.codebook_id = book.pk
             tokens += row.tokens
         TokenVectors.objects.bulk_update(batch, ["codes", "codebook"])

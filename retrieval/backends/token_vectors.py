@@ -230,7 +230,7 @@ def load(keys: list[str], name: str) -> dict[str, np.ndarray]:
     out = {}
     for mem, chunk, msg, tokens, data in TokenVectors.objects.filter(q, model=name).values_list(
             "memory_id", "chunk_id", "message_id", "tokens", "data"):
-        out[_key(mem, chunk, msg)] = np.frombuffer(bytes(data), dtype=np.int8).reshape(tokens, -1)
+        out[_key(mem, chunk, msg)] = token_codes.stored_matrix(tokens, data)
     return out
 
 

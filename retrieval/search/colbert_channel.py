@@ -150,8 +150,10 @@ def exact(query: np.ndarray, rows) -> dict[int, float]:
     found = list(rows.values_list("message_id", "tokens", "data"))
     if not found:
         return {}
+    from retrieval.runtimes.colbert import dequantise
+
     matrix = np.frombuffer(b"".join(bytes(d) for _, _, d in found), dtype=np.int8).reshape(-1, query.shape[1])
-    products = query @ (matrix.astype(np.float32) / 127.0).T
+    products = query @ dequantise(matrix).T
     starts = np.cumsum([0] + [t for _, t, _ in found[:-1]])
     scores = np.maximum.reduceat(products, starts, axis=1).mean(axis=0)
     return {pk: float(s) for (pk, _, _), s in zip(found, scores)}
