@@ -276,6 +276,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}
 )
+# Imported by a worker as it starts (and by no other process): its sweepers' and dispatcher's receivers.
+CELERY_IMPORTS = ("loci.worker_receivers",)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is re-delivered
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
