@@ -83,6 +83,10 @@ def instrument() -> None:
     search_pkg.add_profiles_and_foresight = _timed("stage: profiles and foresight", memory_kinds.add_profiles_and_foresight)
     search_pkg.permission_filter = _timed("stage: permission_filter", search_pkg.permission_filter)
     ranking.assign_ranks = _timed("stage: assign_ranks", ranking.assign_ranks)
+    from retrieval.search.stages import PIPELINE
+
+    for stage in PIPELINE:  # every pipeline stage's whole time (tense, the floor, raw messages…)
+        stage.run = _timed(f"pipeline: {stage.name}", stage.run)
 
 
 def trace(scope, queries: list[str], method: str, profiler: cProfile.Profile | None) -> dict:

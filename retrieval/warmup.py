@@ -14,6 +14,7 @@ before any engine call is started, so the deadline counts from a warm process; /
 ASGI app; a process that never searches).
 """
 
+import gc
 import logging
 import os
 import threading
@@ -67,6 +68,10 @@ def _warm(entry: dict) -> None:
         entry.update(status="failed", error=type(exc).__name__)
     else:
         entry["status"] = "ready"
+    # What is loaded now (models, the indexes' rows, Django's and the libraries' modules) lives as
+    # long as the process: out of the collector's sight, a full collection no longer walks it
+    # (bench.latency's p99 held 62-74 ms pauses of the collector at 100k rows; frozen, 0.5 ms).
+    gc.freeze()
     entry["seconds"] = round(time.monotonic() - entry["started"], 1)
     entry["done"].set()
     log.info("warm-up %s in %.1f s", entry["status"], entry["seconds"])

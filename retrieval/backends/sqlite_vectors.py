@@ -405,8 +405,8 @@ class SqliteVectorIndex:
             if passing > view.n // 4 or passing > self.exact_rows:  # one scan of the block, the filter inside it
                 for q, (scores, slots) in enumerate(scan(view.vectors[:view.n], matrix, mask, min(limit, passing))):
                     keep = slots >= 0 if min_score is None else (slots >= 0) & (scores >= min_score)
-                    found[q] += [(float(sc), view.ids[sl], view.extra(int(sl))) for sc, sl in zip(scores[keep],
-                                                                                                 slots[keep])]
+                    kept = slots[keep]
+                    found[q] += zip(scores[keep].tolist(), [view.ids[sl] for sl in kept.tolist()], view.extras(kept))
                 continue
             slots = np.flatnonzero(mask)  # a few rows: gathered, then one product
             scores = view.vectors[slots] @ matrix.T
@@ -416,7 +416,8 @@ class SqliteVectorIndex:
                 top = np.argpartition(-column, k - 1)[:k] if k < len(column) else np.arange(len(column))
                 if min_score is not None:
                     top = top[column[top] >= min_score]
-                found[q] += [(float(column[i]), view.ids[slots[i]], view.extra(int(slots[i]))) for i in top]
+                picked = slots[top]
+                found[q] += zip(column[top].tolist(), [view.ids[sl] for sl in picked.tolist()], view.extras(picked))
         out = []
         for candidates in found:
             candidates.sort(key=lambda c: (-c[0], c[1]))

@@ -48,6 +48,10 @@ GENERATION = f"g{ANALYZER_GENERATION}s{SCHEMA_VERSION}"
 MAX_QUERY_TERMS = 64  # as the FTS5 backend: a pasted page as query ranks well enough on 64 terms
 PAGE = 1000
 FEW_VALUES = 32  # filter values up to which a disjunction of terms beats a term-set query (any_of)
+# A field whose every value is one row's or ten's (an id, a parent id): a disjunction of that many
+# terms still beats the term-set query, which marks its bitset over the whole index first.
+RARE_FIELDS = ("id", "parent_id")
+MANY_RARE_VALUES = 4096
 WRITER_HEAP = 32_000_000  # bytes of tantivy's indexing arena (its minimum is 15 MB)
 _SEP = "\x1f"  # between a metadata key (an identifier, never this character) and its value
 _RAW_FIELDS = ("id", "kind", "parent_id", "status", "user_id", "session_id", *SCOPE_FIELDS)
@@ -157,12 +161,13 @@ def any_of(field: str, values) -> object:
     """Rows whose `field` is one of `values`. A few values: a disjunction of term queries, which
     tantivy walks lazily beside the text's postings; many: one term-set query, which marks every
     matching row in a bitset first (a common value such as status "active" in a set query cost
-    1-9 ms per search at 30k rows, the term query 0.02)."""
+    1-9 ms per search at 30k rows, the term query 0.02). Ids and parent ids match a row or ten each:
+    up to MANY_RARE_VALUES of them stay a disjunction."""
     tantivy = _tantivy()
     sc, values = schema(), list(values)
     if len(values) == 1:
         return _term(sc, field, values[0])
-    if len(values) <= FEW_VALUES:
+    if len(values) <= (MANY_RARE_VALUES if field in RARE_FIELDS else FEW_VALUES):
         return tantivy.Query.boolean_query([(tantivy.Occur.Should, _term(sc, field, v)) for v in values])
     return tantivy.Query.term_set_query(sc, field, values)
 

@@ -1,7 +1,7 @@
 """Engine calls of one search: each a leaf task with a deadline, joined in the request thread.
 
-The rule that keeps search from deadlocking: a task on these pools makes exactly one engine call
-and never waits on another task. Every stage plans its calls, starts them (`start_*`), and joins
+The rule that keeps search from deadlocking: a task on these pools calls exactly one engine (one
+search, or a batch of one stage's searches made one after another) and never waits on another task. Every stage plans its calls, starts them (`start_*`), and joins
 them (`wait`) in the thread that serves the request. A pool per engine is a bulkhead: a vector
 index that stops answering fills only the vector pool, and keyword searches go on.
 
@@ -213,12 +213,33 @@ def wait(pending: Pending):
 
 
 @dataclass
+class Part:
+    """One search's answer inside a batched leaf task: several searches of one engine, made one after
+    another in one pool task (`Engines.start_dense_many`, `start_bm25_many`), so a stage that asks
+    an engine several things pays one task's round trip, not one each."""
+
+    batch: Pending
+    index: int
+
+
+@dataclass
 class Bridged:
     """A keyword call for the query and one for its bridged words, merged when joined."""
 
-    asked: Pending
-    bridged: Pending
+    asked: "Pending | Part"
+    bridged: "Pending | Part"
     limit: int
+
+
+def _joined(call) -> list[Hit]:
+    return wait(call.batch)[call.index] if isinstance(call, Part) else wait(call)
+
+
+def _each(search, calls: list[tuple]):
+    """A leaf task's body: `search(*args, **kwargs)` for each call, in order (one engine)."""
+    def run(*first):
+        return [search(*first, *args, **kwargs) for args, kwargs in calls]
+    return run
 
 
 class Engines:
@@ -288,6 +309,45 @@ class Engines:
         # Two leaf calls on the keyword pool, joined in the request thread (`result`): no task waits on another.
         return Bridged(asked, start("keyword", search, self.bridge, flt, limit), limit)
 
+    def start_dense_many(self, plan: dict) -> dict:
+        """`start_dense` for each key's (filter, limit), those the prefetch table does not answer in
+        one leaf task, chained to the query's embedding like a single call."""
+        out, calls = {}, []
+        for key, (flt, limit) in plan.items():
+            hits = self._from_prefetched(flt, 0)
+            if hits is not None:
+                out[key] = hits[:limit]
+            else:
+                calls.append((key, ((flt, limit), {"min_score": None})))
+        if len(calls) < 2:
+            return {**out, **{key: self.start_dense(*args, floor=kw["min_score"]) for key, (args, kw) in calls}}
+        run = _each(vector_index(build=self.build.number).search, [call for _, call in calls])
+        if self._qvec is None and self._qvec_call is not None:
+            batch = start_after(self._qvec_call, "vector", run)
+        else:
+            batch = start("vector", run, self.qvec())
+        return {**out, **{key: Part(batch, i) for i, (key, _) in enumerate(calls)}}
+
+    def start_bm25_many(self, plan: dict) -> dict:
+        """`start_bm25` for each key's (filter, limit), those the prefetch table does not answer in
+        one leaf task (the bridged words' searches in the same task)."""
+        out, calls = {}, []
+        for key, (flt, limit) in plan.items():
+            hits = self._from_prefetched(flt, 1)
+            if hits is not None:
+                out[key] = hits[:limit]
+            else:
+                calls.append((key, flt, limit))
+        if len(calls) < 2:
+            return {**out, **{key: self.start_bm25(flt, limit) for key, flt, limit in calls}}
+        queries = [self.query, self.bridge] if self.bridge else [self.query]
+        batch = start("keyword", _each(keyword_index(build=self.build.number).search,
+                                       [((q, flt, limit), {}) for _, flt, limit in calls for q in queries]))
+        for i, (key, _, limit) in enumerate(calls):
+            parts = [Part(batch, len(queries) * i + j) for j in range(len(queries))]
+            out[key] = Bridged(*parts, limit) if self.bridge else parts[0]
+        return out
+
     def start_both(self, flt: IndexFilter, limit: int):
         """BM25 first, so it runs while the query is embedded; then dense."""
         self.start_embedding()
@@ -298,9 +358,9 @@ class Engines:
     @staticmethod
     def result(call) -> list[Hit]:
         if isinstance(call, Bridged):
-            return query_bridge.merged(wait(call.asked), wait(call.bridged), settings.SEARCH_QUERY_BRIDGE_WEIGHT,
-                                       call.limit)
-        return wait(call) if isinstance(call, Pending) else call
+            return query_bridge.merged(_joined(call.asked), _joined(call.bridged),
+                                       settings.SEARCH_QUERY_BRIDGE_WEIGHT, call.limit)
+        return _joined(call) if isinstance(call, (Pending, Part)) else call
 
     def dense(self, flt: IndexFilter, limit: int, floor: float | None = None) -> list[Hit]:
         return self.result(self.start_dense(flt, limit, floor))

@@ -186,8 +186,8 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
             plan["facts"] = (replace(base, kinds=("atomic_fact",)), n_episodes)
         plan["episodes"] = (replace(base, kinds=summaries.episode_kinds(req)), n_episodes)
     engines.start_embedding()
-    sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
-    dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}
+    sparse = engines.start_bm25_many(plan)  # one leaf task per engine for every list
+    dense = engines.start_dense_many(plan)
     lifted = [plan[key][1] for key in ("chunks", "facts") if key in plan]
     matched = (candidate_questions.start(engines, base, 2 * max(lifted))  # several questions per source
                if lifted and candidate_questions.active(engines) else None)

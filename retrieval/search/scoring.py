@@ -24,6 +24,8 @@ import math
 from dataclasses import replace
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from retrieval import results
 from retrieval.relevance import calibrated
@@ -63,14 +65,33 @@ def logistic_relevance(cos: float, bm25: float, w_cos: float = LR_W_COS, w_bm25:
     return sigmoid(w_cos * cos + w_bm25 * bm25 + bias)
 
 
+# The fusion weights, read from the settings once per process (a search scores hundreds of items;
+# three settings reads each cost more than the sigmoid), forgotten when a test overrides a setting.
+_weights: dict[str, tuple[float, float, float]] = {}
+
+
+@receiver(setting_changed)
+def _forget_weights(**kwargs) -> None:
+    _weights.clear()
+
+
+def _read_weights(kind: str) -> tuple[float, float, float]:
+    p = settings
+    _weights[kind] = ((p.MRAG_LR_W_COS, p.MRAG_LR_W_BM25, p.MRAG_LR_BIAS) if kind == "episode"
+                      else (p.MRAG_FACT_W_COS, p.MRAG_FACT_W_BM25, p.MRAG_FACT_BIAS))
+    return _weights[kind]
+
+
 def episode_score(cos: float, bm25: float) -> float:
     """An episode's (or a chunk's) fused score: a summary scores differently from a sentence."""
-    return logistic_relevance(cos, bm25, settings.MRAG_LR_W_COS, settings.MRAG_LR_W_BM25, settings.MRAG_LR_BIAS)
+    w_cos, w_bm25, bias = _weights.get("episode") or _read_weights("episode")
+    return sigmoid(w_cos * cos + w_bm25 * bm25 + bias)
 
 
 def fact_score(cos: float, bm25: float) -> float:
     """An atomic fact's fused score, with the facts' own weights."""
-    return logistic_relevance(cos, bm25, settings.MRAG_FACT_W_COS, settings.MRAG_FACT_W_BM25, settings.MRAG_FACT_BIAS)
+    w_cos, w_bm25, bias = _weights.get("fact") or _read_weights("fact")
+    return sigmoid(w_cos * cos + w_bm25 * bm25 + bias)
 
 
 def boosted(candidates: list, entity_scores: dict[str, float]) -> list:

@@ -81,13 +81,15 @@ def _add_predecessors(run, response: dict, tense: str) -> None:
     if not facts:
         return
     score_of = {f["id"]: f["score"] for f in facts}
-    older = Memory.objects.filter(superseded_by_id__in=list(score_of), status=Memory.Status.SUPERSEDED,
-                                  tenant_id=run.scope.tenant.pk, kb_id__in=run.base.kb_ids)
-    if run.base.user_id:
-        older = older.filter(user_id=run.base.user_id)
-    if run.base.session_id:
-        older = older.filter(session_id=run.base.session_id)
-    older = older.select_related("kb").order_by("-updated_at")[:MAX_PREDECESSORS]
+    # By `superseded_by` alone (its index: a few rows per listed fact), the scope checked on the rows:
+    # with the tenant and KB in the WHERE clause, SQLite (no statistics: nothing runs ANALYZE) walked
+    # the (tenant, kb, kind, status) index, every memory of the KB (6-7 ms a search at 100k).
+    kb_ids = set(run.base.kb_ids)
+    older = [m for m in Memory.objects.filter(superseded_by_id__in=list(score_of)).select_related("kb")
+             if m.status == Memory.Status.SUPERSEDED and m.tenant_id == run.scope.tenant.pk and m.kb_id in kb_ids
+             and (not run.base.user_id or m.user_id == run.base.user_id)
+             and (not run.base.session_id or m.session_id == run.base.session_id)]
+    older = sorted(older, key=lambda m: m.updated_at, reverse=True)[:MAX_PREDECESSORS]
     shown = {f["id"] for f in facts}
     for memory in older:
         if str(memory.pk) in shown:
