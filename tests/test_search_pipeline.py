@@ -13,7 +13,7 @@ from retrieval.request import parse_search_request
 from retrieval.search import search
 from retrieval.search.pipeline import Found, record_trail
 from retrieval.search.ranking import LISTS
-from retrieval.search.stages import PIPELINE
+from retrieval.search.order import PIPELINE
 from tenants.access import Scope
 from tenants.models import KnowledgeBase
 from tests.conftest import api_client

@@ -9,7 +9,9 @@ new message takes its place. Episodes are left alone: an episode cites its whole
 its messages would cover every fact said in it. A pure function of the response.
 """
 
-from retrieval.search.ranking import LISTS
+from django.conf import settings
+
+from retrieval.search.pipeline import HYBRIDS, LISTS, Found, When
 from retrieval.search.scoring import at_most_per_key
 
 
@@ -49,3 +51,14 @@ def spread_facts(response: dict, per_message: int) -> None:
     response["facts"] = at_most_per_key(facts, lambda fact: next(
         ((s.get("session_id"), s["message_id"]) for s in fact.get("sources", []) if s.get("type") == "message"),
         None), per_message)
+
+
+class Covered:
+    name = "covered"
+    help = "a fact whose messages the facts above it already cite is weighed down (SEARCH_COVERED_WEIGHT)"
+    reads = ("facts",)
+    writes = ("facts",)
+    applies = When(methods=HYBRIDS, weight="SEARCH_COVERED_WEIGHT")
+
+    def run(self, found: Found) -> None:
+        demote_covered(found.response, settings.SEARCH_COVERED_WEIGHT)

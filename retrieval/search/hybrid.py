@@ -27,7 +27,7 @@ from retrieval.projection import memory_key
 from retrieval.relevance import PROBE_CHARS, cosine_shift, crosses, script
 from retrieval.request import SearchRequest
 from retrieval.search import questions as candidate_questions
-from retrieval.search import response, scoring, summaries
+from retrieval.search import response, scoring
 from retrieval.search.engines import Engines
 from retrieval.search import colbert_channel
 from retrieval.search.colbert_channel import ChannelRecall, channel_episodes
@@ -110,7 +110,7 @@ NO_SHIFTS = _NoShifts()
 
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
     want_facts = "atomic_fact" in req.memory_types
-    want_episodes = "episode" in req.memory_types or want_facts or summaries.wanted(req)
+    want_episodes = "episode" in req.memory_types or want_facts or "summary" in req.memory_types
     out = {"episodes": [], "facts": [], "chunks": []}
     shifts = CosineShifts(req.query)
     recall = coarse_recall(req, base, engines, want_episodes=want_episodes, want_facts=want_facts)
@@ -118,7 +118,7 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
     if recall.chunks is not None:  # its missing cosines run beside the episode stages' calls
         chunks = start_fuse(engines, replace(base, kinds=("chunk",)), req.limit, recall.chunks, shifts)
     if want_episodes:
-        episode_flt = replace(base, kinds=summaries.episode_kinds(req))
+        episode_flt = replace(base, kinds=episode_kinds(req))
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
@@ -140,10 +140,10 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             if recall.entities is not None:
                 score_facts = scoring.boosted_facts(score_facts, recall.entities.facts)
             expander = EpisodeExpander(_mrag_params(req), score_facts)
-            ranked = expand(expander, episodes, keep_episodes=summaries.keeps_episodes(req))
+            ranked = expand(expander, episodes, keep_episodes=keeps_episodes(req))
             if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
                 ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
-                                     keep_episodes=summaries.keeps_episodes(req))
+                                     keep_episodes=keeps_episodes(req))
             if recall.colbert is not None and req.candidates > req.limit:  # read by the rescoring stages
                 ranked += colbert_channel.rescored_facts(recall.colbert, ranked, episodes, score_facts,
                                                          settings.MRAG_ALPHA)
@@ -157,6 +157,28 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
     if chunks is not None:
         out["chunks"] = response.chunks(scope, chunks(), expand_context=req.expand_context)
     return out
+
+
+# --- summary-tree nodes (retrieval/summary_tree) join the episode lists
+# A node is a narrative over several episodes, so it competes with episodes, scored by the same fused
+# recall; it has no facts, so the expansion leaves it as it is, and the response shows it among the
+# episodes marked `memory_type: "summary"` with its level and leaves. Asked for by name (memory_types
+# "summary", alone or beside "episode"), or by every hybrid search that reads episodes when
+# SUMMARY_TREE_IN_HYBRID is on.
+
+def episode_kinds(req: SearchRequest) -> tuple[str, ...]:
+    """The index kinds hybrid's episode recall reads for this request."""
+    asked = "summary" in req.memory_types
+    if asked and not ({"episode", "atomic_fact"} & set(req.memory_types)):
+        return ("summary",)
+    if asked or settings.SUMMARY_TREE_IN_HYBRID:
+        return ("episode", "summary")
+    return ("episode",)
+
+
+def keeps_episodes(req: SearchRequest) -> bool:
+    """Whether the expansion keeps episodes (and so nodes) no fact displaced."""
+    return "episode" in req.memory_types or "summary" in req.memory_types
 
 
 # --- stage 1: coarse recall
@@ -184,7 +206,7 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     if want_episodes:
         if want_facts and p.MRAG_FACT_RECALL:
             plan["facts"] = (replace(base, kinds=("atomic_fact",)), n_episodes)
-        plan["episodes"] = (replace(base, kinds=summaries.episode_kinds(req)), n_episodes)
+        plan["episodes"] = (replace(base, kinds=episode_kinds(req)), n_episodes)
     engines.start_embedding()
     sparse = {key: engines.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
     dense = {key: engines.start_dense(flt, limit) for key, (flt, limit) in plan.items()}

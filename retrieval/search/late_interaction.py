@@ -27,20 +27,29 @@ from django.conf import settings
 
 from retrieval.backends import token_vectors
 from retrieval.relevance import logit, platt, script
-from retrieval.search.ranking import LISTS
+from retrieval.search.coverage import spread_facts
+from retrieval.search.pipeline import HYBRIDS, LISTS, RESULTS, Found, When
 
 log = logging.getLogger(__name__)
 
 KEY_OF = {"facts": "memory", "episodes": "memory", "chunks": "chunk"}
 
 
+class LateInteraction:
+    name = "late_interaction"
+    help = "ColBERT MaxSim of an English query against the items' English sources (SEARCH_LATE_INTERACTION)"
+    reads = ("req", "method_used", *RESULTS)
+    writes = RESULTS
+    # Agentic answers as agentic or hybrid (method_used): either is one of HYBRIDS, as the request's method is.
+    applies = When(methods=HYBRIDS, setting="SEARCH_LATE_INTERACTION", script="latin")
+
+    def run(self, found: Found) -> None:
+        rescore(found.req.query, found.response)
+        spread_facts(found.response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
+
+
 def applies(query: str, method: str) -> bool:
-    return bool(settings.SEARCH_LATE_INTERACTION) and method in ("hybrid", "agentic") and script(query) == "latin"
-
-
-def candidates(limit: int) -> int:
-    """How many items the stage reads when it runs (top_k, then hybrid's runners-up)."""
-    return max(limit, settings.SEARCH_LATE_INTERACTION_CANDIDATES)
+    return bool(settings.SEARCH_LATE_INTERACTION) and method in HYBRIDS and script(query) == "latin"
 
 
 def text_of(item: dict) -> str:

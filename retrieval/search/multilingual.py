@@ -23,14 +23,26 @@ from django.conf import settings
 
 from retrieval.embeddings import embedder
 from retrieval.relevance import logit, platt, script
+from retrieval.search.pipeline import HYBRIDS, RESULTS, Found, When
 
 log = logging.getLogger(__name__)
 
 KEYS = ("facts", "episodes", "chunks")  # agent memory (cases, skills) keeps hybrid's relevance
 
 
+class Multilingual:
+    name = "multilingual"
+    help = "the multilingual reranker on Chinese and cross-language items (SEARCH_MULTILINGUAL_RERANK)"
+    reads = ("req", "method_used", *RESULTS)
+    writes = RESULTS
+    applies = When(methods=HYBRIDS, setting="SEARCH_MULTILINGUAL_RERANK")
+
+    def run(self, found: Found) -> None:
+        rescore(found.req.query, found.response)
+
+
 def applies(method: str) -> bool:
-    return bool(settings.SEARCH_MULTILINGUAL_RERANK) and method in ("hybrid", "agentic")
+    return bool(settings.SEARCH_MULTILINGUAL_RERANK) and method in HYBRIDS
 
 
 def text_of(item: dict) -> str:

@@ -6,24 +6,31 @@ A stage is an object with
 - `help` — one line on what it does, for people;
 - `reads` / `writes` — the fields of `Found` (and the response lists) it uses and changes: a test runs
   every stage of a real search and holds each to its declaration;
-- `applies(found)` — whether it runs for this request and these settings (a stage that does not
-  apply leaves no trace);
+- `applies` — whether it runs for this request and these settings, declared as a `When` the runner
+  reads here, without calling into the stage's module (a stage that does not apply leaves no trace);
 - `run(found)` — does its work in place.
 
 The trail: after every stage, each top-level result whose `score` it set or changed gets a step
 `{"stage": name, "score": score}` in its `trail`, so the last step is always the number on the
 result's badge, and every step to it is named (the "why" view reads it).
 
-Modelled on Haystack 2.x components (declared inputs and outputs, one place that wires them), kept to
-plain functions over one object since the order is fixed per method.
+Each stage is declared in the module that does its work; retrieval.search.order puts them in their
+one order. Modelled on Haystack 2.x components (declared inputs and outputs, one place that wires
+them), kept to plain functions over one object since the order is fixed per method.
 """
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from django.conf import settings
+
 from common import tracing
 from retrieval.request import SearchRequest
-from retrieval.search.ranking import LISTS
+
+LISTS = ("facts", "episodes", "chunks", "agent_memory", "profiles")  # every ranked list of a response
+RESULTS = ("facts", "episodes", "chunks")  # the lists the retrieval methods fill
+HYBRIDS = ("hybrid", "agentic")  # the methods whose candidates the rescoring stages reorder
 
 
 @dataclass
@@ -42,6 +49,52 @@ class Found:
     weak: bool = False
     cpu_seconds: float = 0.0
     bridged: str = ""  # the query's words in the other language, searched by the keyword channel
+    script: str = ""  # the query's script (retrieval.relevance.script), read once by the stages' conditions
+
+
+@dataclass(frozen=True)
+class When:
+    """When a stage runs, declared: every condition given must hold (none given: always).
+
+    The runner reads it here, so a stage that does not apply is never entered."""
+
+    methods: tuple[str, ...] = ()  # the request's method is one of these
+    setting: str = ""  # this setting is on
+    weight: str = ""  # this setting, a weight, is under 1
+    asks: str = ""  # the request asks for it: this field of the request is set…
+    default: str = ""  # …or, where the request leaves it None, this setting is on
+    filter: str = ""  # the request filters by this
+    script: str = ""  # the query is in this script (Found.script)
+    pattern: re.Pattern | None = None  # the query matches this
+
+    def __call__(self, found: "Found") -> bool:
+        req = found.req
+        if self.methods and req.method not in self.methods:
+            return False
+        if self.setting and not getattr(settings, self.setting):
+            return False
+        if self.weight and not getattr(settings, self.weight) < 1.0:
+            return False
+        if self.asks:
+            asked = getattr(req, self.asks)
+            if not (asked or (asked is None and self.default and getattr(settings, self.default))):
+                return False
+        if self.filter and not req.filters.get(self.filter):
+            return False
+        if self.script and found.script != self.script:
+            return False
+        return self.pattern is None or self.pattern.search(req.query) is not None
+
+    def __str__(self) -> str:
+        parts = [f"method {' or '.join(self.methods)}" if self.methods else "", self.setting,
+                 f"{self.weight} < 1" if self.weight else "",
+                 (f"{self.asks} (or {self.default})" if self.default else self.asks) if self.asks else "",
+                 f"filters.{self.filter}" if self.filter else "", f"a {self.script} query" if self.script else "",
+                 "a query matching its pattern" if self.pattern is not None else ""]
+        return ", ".join(p for p in parts if p) or "always"
+
+
+ALWAYS = When()
 
 
 class Stage(Protocol):
@@ -50,7 +103,7 @@ class Stage(Protocol):
     reads: tuple[str, ...]
     writes: tuple[str, ...]
 
-    def applies(self, found: Found) -> bool: ...
+    applies: When
 
     def run(self, found: Found) -> None: ...
 
@@ -92,7 +145,7 @@ def explain(stages: tuple[Stage, ...], found: Found | None = None) -> list[dict]
     (given a search's `found`) whether it ran."""
     rows = []
     for number, stage in enumerate(stages, start=1):
-        row = {"order": number, "stage": stage.name, "help": stage.help,
+        row = {"order": number, "stage": stage.name, "help": stage.help, "when": str(stage.applies),
                "reads": list(stage.reads), "writes": list(stage.writes)}
         if found is not None:
             row["runs"] = stage.applies(found)
