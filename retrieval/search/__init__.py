@@ -40,15 +40,14 @@ def search(scope: Scope, req: SearchRequest, *, observe=None) -> dict:
     """The response to `req` in `scope`; `observe(stage, found, "before" | "after")` watches each stage run."""
     with tracing.span("search", {"loci.search.method": req.method, "loci.search.top_k": req.limit,
                                  "loci.tenant": scope.tenant.slug}):
-        return _search(scope, req, observe=observe)
+        # A process still loading its model and index partitions (or not yet started: a script, a
+        # shell) does it here, before any engine deadline starts.
+        with tracing.span("search.warmup"):
+            warmup.ready()
+        return _stages(scope, req, observe)
 
 
-def _search(scope: Scope, req: SearchRequest, *, observe=None) -> dict:
-    # A process still loading its model and index partitions (or not yet started: a script, a shell)
-    # does it here, before any engine deadline starts.
-    with tracing.span("search.warmup"):
-        warmup.start()
-        warmup.wait()
+def _stages(scope: Scope, req: SearchRequest, observe) -> dict:
     started = time.perf_counter()
     asked, limit = req.query, req.limit
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
@@ -62,7 +61,7 @@ def _search(scope: Scope, req: SearchRequest, *, observe=None) -> dict:
     with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
         found.run = Run.start(scope, req)
         run_stages(RETRIEVAL, found, observe=observe)
-    found.cpu_seconds = budget.used()
+    found.cpu_seconds = budget.spent
     run_stages(FINISHING, found, observe=observe)
     return _with_query_block(found, started)
 

@@ -13,9 +13,11 @@ timed out may still occupy its pool thread until the engine answers or its clien
 behind it, and reach their own deadline instead of hanging.
 """
 
+import functools
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -72,6 +74,7 @@ class CpuBudget:
         self.seconds = seconds
         self._request_thread_start = time.thread_time()
         self.leaves = 0.0
+        self.spent = 0.0  # what the search used, set when its `cpu_budget` block ends
         self._lock = threading.Lock()
 
     def used(self) -> float:
@@ -93,19 +96,18 @@ class CpuBudget:
 _local = threading.local()
 
 
-class cpu_budget:
+@contextmanager
+def cpu_budget(seconds: float):
     """`with cpu_budget(seconds) as budget:` around one search in the request thread; 0 means no budget
-    (the CPU is still measured: `budget.used()`, which LOCI_SEARCH_CPU_PER_MINUTE charges)."""
-
-    def __init__(self, seconds: float):
-        self.budget = CpuBudget(seconds)
-
-    def __enter__(self):
-        self.outer, _local.budget = getattr(_local, "budget", None), self.budget
-        return self.budget
-
-    def __exit__(self, *exc_info):
-        _local.budget = self.outer
+    (the CPU is still measured: `budget.spent` once the block has ended, which LOCI_SEARCH_CPU_PER_MINUTE
+    charges; `budget.used()` meanwhile)."""
+    budget = CpuBudget(seconds)
+    outer, _local.budget = getattr(_local, "budget", None), budget
+    try:
+        yield budget
+    finally:
+        budget.spent = budget.used()
+        _local.budget = outer
 
 
 def _metered(engine: str, fn):
@@ -130,6 +132,7 @@ def _metered(engine: str, fn):
     return run
 
 
+@functools.cache  # after the first call a C lookup: starting a call does not enter the registry
 def _pool(engine: str) -> ThreadPoolExecutor:
     return once(("retrieval.search.engines", "pool", engine),
                 lambda: ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}"))
@@ -242,6 +245,15 @@ class Engines:
         self._qvec: list[float] | None = None
         self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
+    # The two indexes of the build, looked up at their first call of this search (not again per call).
+    @functools.cached_property
+    def _vector_search(self):
+        return vector_index(build=self.build.number).search
+
+    @functools.cached_property
+    def _keyword_search(self):
+        return keyword_index(build=self.build.number).search
+
     def with_query(self, query: str) -> "Engines":
         """The engines of another query in the same build, bridged when this one was."""
         bridge = query_bridge.english_terms(query) if self.bridge and query_bridge.applies(query) else ""
@@ -272,7 +284,7 @@ class Engines:
         hits = self._from_prefetched(flt, 0)
         if hits is not None:
             return [h for h in hits if floor is None or h.score >= floor][:limit]
-        search = vector_index(build=self.build.number).search
+        search = self._vector_search
         if self._qvec is None and self._qvec_call is not None:
             return start_after(self._qvec_call, "vector", search, flt, limit, min_score=floor)
         return start("vector", search, self.qvec(), flt, limit, min_score=floor)
@@ -281,7 +293,7 @@ class Engines:
         hits = self._from_prefetched(flt, 1)
         if hits is not None:
             return hits[:limit]
-        search = keyword_index(build=self.build.number).search
+        search = self._keyword_search
         asked = start("keyword", search, self.query, flt, limit)
         if not self.bridge:
             return asked

@@ -122,7 +122,8 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
-                                                  entity_episodes(recall.entities) + channel_episodes(recall.colbert),
+                                                  entity_episodes(recall.entities) + (
+                                                      [] if recall.colbert is None else channel_episodes(recall.colbert)),
                                                   shifts)
         episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes, shifts)
         if recall.facts is not None:

@@ -21,6 +21,7 @@ them), kept to plain functions over one object since the order is fixed per meth
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Protocol
 
 from django.conf import settings
@@ -45,7 +46,7 @@ class Found:
     method_used: str = ""  # which method answered (agentic falls back to hybrid)
     notes: list[str] = field(default_factory=list)
     floor: float = 0.0
-    below: dict = field(default_factory=lambda: {"dropped": 0, "best": None})
+    below: dict = field(default_factory=partial(dict, dropped=0, best=None))
     weak: bool = False
     cpu_seconds: float = 0.0
     bridged: str = ""  # the query's words in the other language, searched by the keyword channel
