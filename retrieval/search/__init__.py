@@ -5,12 +5,11 @@ Where each part lives:
 - `flat`     — the keyword and vector methods;
 - `hybrid`   — the five mRAG stages, each a function named for it (the expander: `mrag`);
 - `scoring`  — how hybrid scores an episode, a fact and its relevance: the whole formula, then its terms;
-- `response` — hydrating ranked candidates into the response shape, each scored by its calibrated relevance;
-- `ranking`  — the relevance floor and the one merged order (`rank`) over facts, episodes and chunks;
 - `agentic`  — agentic search, over `Run.hybrid`;
 - `toc`      — the `navigate` method: the best sections of the documents' tables of contents, then their chunks;
 - `pipeline` — how a search runs: stages declared with what they read and write, run in order, each
-  leaving its step in the results' `trail`; each stage is declared in the module that does its work
+  leaving its step in the results' `trail`; the relevance floor and the one merged order (`rank`) over
+  facts, episodes and chunks; each stage is declared in the module that does its work
   (`methods` holds `Run` and the `retrieve` stage), and `order` puts them in their one order.
 """
 
@@ -30,7 +29,6 @@ from retrieval.search.methods import Run, permission_filter
 from retrieval.search.order import FINISHING, RETRIEVAL
 from retrieval.search.pipeline import HYBRIDS, Found, run_stages
 from tenants.access import Scope
-from tenants.models import KnowledgeBase
 
 __all__ = ["EngineError", "Run", "SearchError", "permission_filter", "search"]
 
@@ -52,14 +50,13 @@ def _stages(scope: Scope, req: SearchRequest, observe) -> dict:
     asked, limit = req.query, req.limit
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
-    found = Found(None, req, asked, limit, script=script(req.query))
+    found = Found(None, req, asked, limit, script=script(req.query), scope=scope)
     covered_weight = settings.SEARCH_COVERED_WEIGHT if req.method in HYBRIDS else 1.0
     if LateInteraction.applies(found) or covered_weight < 1.0:
         # The stages reorder a wider candidate list: what hybrid scored anyway, appended after its top_k
         # (asking hybrid for more items instead widens its recall and expansion: p95 3.24x at 10k).
         found.req = req = replace(req, candidates=max(limit, settings.SEARCH_LATE_INTERACTION_CANDIDATES))
     with cpu_budget(settings.SEARCH_CPU_BUDGET_SECONDS) as budget:
-        found.run = Run.start(scope, req)
         run_stages(RETRIEVAL, found, observe=observe)
     found.cpu_seconds = budget.spent
     run_stages(FINISHING, found, observe=observe)
@@ -73,7 +70,7 @@ def _with_query_block(found: Found, started: float) -> dict:
         "text": found.asked,
         "method": req.method,
         "answered_by": found.method_used,
-        "filters_applied": {"tenant": run.scope.tenant.slug, "kb": sorted(_slugs(run.base.kb_ids)), **{
+        "filters_applied": {"tenant": run.scope.tenant.slug, "kb": sorted(run.scope.slugs(run.base.kb_ids)), **{
             k: v for k, v in req.filters.items() if k != "kb"}, "memory_types": req.memory_types},
         "llm": bool(settings.LLM_ENABLED),
         "notes": found.notes,
@@ -88,7 +85,3 @@ def _with_query_block(found: Found, started: float) -> dict:
     if found.bridged:
         response["query"]["keyword_bridge"] = found.bridged
     return response
-
-
-def _slugs(kb_ids):
-    return KnowledgeBase.objects.filter(id__in=kb_ids).values_list("slug", flat=True)

@@ -26,7 +26,8 @@ from django.conf import settings
 
 from common.once import once
 from retrieval import builds
-from retrieval.backends import cpu_deadline, keyword_index, vector_index
+from common.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from retrieval.backends import cpu_deadline
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder
 from retrieval.search import query_bridge
@@ -237,8 +238,9 @@ class Engines:
     every keyword call beside the query and merged into its hits; "" for none.
     """
 
-    def __init__(self, query: str, build: "builds.Build | None" = None, bridge: str = ""):
+    def __init__(self, query: str, build: "builds.Build | None" = None, bridge: str = "", script: str = ""):
         self.query = query
+        self.script = script  # the query's (retrieval.relevance.script), when the caller knows it; else ""
         self.build = build or builds.current().live
         self.bridge = bridge
         self._qvec_call: Pending | None = None
@@ -246,21 +248,27 @@ class Engines:
         self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
     # The two indexes of the build, looked up at their first call of this search (not again per call).
+    # (retrieval.backends.vector_index(build=n) and keyword_index(build=n), asked of their handlers).
     @functools.cached_property
     def _vector_search(self):
-        return vector_index(build=self.build.number).search
+        return vector_indexes.get(DEFAULT_ALIAS, build=self.build.number).search
 
     @functools.cached_property
     def _keyword_search(self):
-        return keyword_index(build=self.build.number).search
+        return keyword_indexes.get(DEFAULT_ALIAS, build=self.build.number).search
+
+    def bm25_with_cosines(self, flt: IndexFilter, limit: int) -> tuple[list[Hit], dict[str, float]]:
+        """BM25's hits and, in a dense call filtered to them, the exact cosine of each."""
+        sparse = self.bm25(flt, limit)
+        if not sparse:
+            return [], {}
+        ids = tuple(h.id for h in sparse)
+        return sparse, {h.id: h.score for h in self.dense(replace(flt, ids=ids), len(ids), floor=-1.0)}
 
     def with_query(self, query: str) -> "Engines":
         """The engines of another query in the same build, bridged when this one was."""
         bridge = query_bridge.english_terms(query) if self.bridge and query_bridge.applies(query) else ""
         return Engines(query, self.build, bridge)
-
-    def with_bridge(self, bridge: str) -> "Engines":
-        return Engines(self.query, self.build, bridge)
 
     # --- starting calls (request thread)
     def start_embedding(self) -> None:
@@ -299,6 +307,25 @@ class Engines:
             return asked
         # Two leaf calls on the keyword pool, joined in the request thread (`result`): no task waits on another.
         return Bridged(asked, start("keyword", search, self.bridge, flt, limit), limit)
+
+    def start_all(self, plan: dict, floor: float | None = None) -> dict:
+        """For each key's (filter, limit) a dense and a BM25 call, as `start_both`: every BM25 call
+        first, so they run while the query is embedded; joined with `join_all`."""
+        self.start_embedding()
+        sparse = {key: self.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
+        return {key: (self.start_dense(flt, limit, floor), sparse[key]) for key, (flt, limit) in plan.items()}
+
+    def join_all(self, started: dict) -> dict:
+        """Each key's (dense hits, BM25 hits) of `start_all`."""
+        return {key: (self.result(dense), self.result(sparse)) for key, (dense, sparse) in started.items()}
+
+    def join_prefetching(self, started, flt: IndexFilter, ids: set, kind: str) -> tuple[list[Hit], list[Hit]]:
+        """The (dense, BM25) hits of a `start_both`; their hits of `kind` then answer later calls for
+        any of `ids` under `flt` (`prefetch`)."""
+        both = self.result(started[0]), self.result(started[1])
+        if ids:
+            self.prefetch(flt, ids, tuple([h for h in hits if h.extra.get("kind") == kind] for hits in both))
+        return both
 
     def start_both(self, flt: IndexFilter, limit: int):
         """BM25 first, so it runs while the query is embedded; then dense."""

@@ -131,11 +131,9 @@ def profile_items(run) -> list[dict]:
     flt = replace(run.base, kinds=("profile",), agent_id=None, group_id=None, run_id=None)
     if run.req.filters.get("document_id") or not _has_rows(flt, Memory.Kind.PROFILE):
         return []
-    sparse = run.engines.bm25(flt, PROFILE_ITEMS * 4)
+    sparse, cos = run.engines.bm25_with_cosines(flt, PROFILE_ITEMS * 4)
     if not sparse:
         return []
-    ids = tuple(h.id for h in sparse)
-    cos = {h.id: h.score for h in run.engines.dense(replace(flt, ids=ids), len(ids), floor=-1.0)}
     scored = sorted(((h.id, _relevance(cos.get(h.id, 0.0), h.score)) for h in sparse), key=lambda r: r[1],
                     reverse=True)[:PROFILE_ITEMS]
     memories = results.load_memories(run.scope, [i for i, _ in scored])

@@ -23,15 +23,13 @@ class Run:
     engines: Engines
 
     @classmethod
-    def start(cls, scope: Scope, req: SearchRequest) -> "Run":
-        return cls(scope, req, permission_filter(scope, req), Engines(req.query))
+    def start(cls, scope: Scope, req: SearchRequest, *, bridge: str = "", script: str = "") -> "Run":
+        """The search of `req` in `scope`; `bridge`: the query's bridged words (retrieval.search.query_bridge),
+        searched by its keyword calls; `script`: the query's, when known."""
+        return cls(scope, req, permission_filter(scope, req), Engines(req.query, bridge=bridge, script=script))
 
     def with_query(self, query: str) -> "Run":
         return Run(self.scope, replace(self.req, query=query), self.base, self.engines.with_query(query))
-
-    def with_bridge(self, bridge: str) -> "Run":
-        """This search with the query's bridged words searched by its keyword calls (retrieval.search.query_bridge)."""
-        return replace(self, engines=self.engines.with_bridge(bridge))
 
     def hybrid(self) -> dict:
         return hybrid.search(self.scope, self.req, self.base, self.engines)
@@ -52,11 +50,12 @@ class Run:
 class Retrieve:
     name = "retrieve"
     help = "the method's engine calls: keyword, vector, hybrid (mRAG), agentic (hybrid + LLM rounds), paths or navigate"
-    reads = ("req",)
-    writes = ("response", "method_used", "notes")  # "response": every list of it, made here
+    reads = ("req", "bridged", "script", "scope")
+    writes = ("run", "response", "method_used", "notes")  # "response": every list of it, made here
     applies = ALWAYS
 
     def run(self, found: Found) -> None:
+        found.run = Run.start(found.scope, found.req, bridge=found.bridged, script=found.script)
         if found.req.method == "agentic":
             found.response, notes = agentic_search(found.run)
             found.notes = [*found.notes, *notes]
@@ -79,7 +78,7 @@ def permission_filter(scope: Scope, req: SearchRequest) -> IndexFilter:
         agent_id=None if req.filters.get("agent_id") == ANY_AGENT else req.filters.get("agent_id", ""),
         group_id=req.filters.get("group_id"),
         run_id=req.filters.get("run_id"),
-        metadata=index_conditions(req.filters.get("metadata", {})),
+        metadata=index_conditions(req.filters["metadata"]) if req.filters.get("metadata") else (),
     )
 
 

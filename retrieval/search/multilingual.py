@@ -22,7 +22,7 @@ import math
 from django.conf import settings
 
 from retrieval.embeddings import embedder
-from retrieval.relevance import logit, platt, script
+from retrieval.relevance import rescored, script
 from retrieval.search.pipeline import HYBRIDS, RESULTS, Found, When
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,7 @@ def judged_here(query_script: str, text: str) -> bool:
 
 
 def relevance(hybrid: float, score: float) -> float:
-    a, b, c = settings.SEARCH_MULTILINGUAL_RERANK_MAP
-    return platt(a * logit(hybrid) + b * score, 1.0, c)
+    return rescored(hybrid, score, settings.SEARCH_MULTILINGUAL_RERANK_MAP)
 
 
 _model = None

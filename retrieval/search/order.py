@@ -5,7 +5,6 @@ line of help, what it reads and writes, when it applies (a `When`), and what it 
 the one order: `manage.py search --explain` prints it, the "why" view names its steps.
 """
 
-from retrieval.search.context import Context, Neighbours
 from retrieval.search.coverage import Covered
 from retrieval.search.late_interaction import LateInteraction
 from retrieval.search.memory_kinds import MemoryKinds
@@ -13,8 +12,7 @@ from retrieval.search.methods import Retrieve
 from retrieval.search.multilingual import Multilingual
 from retrieval.search.participants import Participant
 from retrieval.search.query_bridge import QueryBridge
-from retrieval.search.ranking import Cut, Floor, Ranks
-from retrieval.search.raw_messages import RawMessages
+from retrieval.search.pipeline import Context, Cut, Floor, Neighbours, RawMessages, Ranks
 from retrieval.search.rerank import Rerank
 from retrieval.search.tense import Tense
 

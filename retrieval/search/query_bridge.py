@@ -115,13 +115,11 @@ class QueryBridge:
     name = "query_bridge"
     help = "a Chinese query's words in English (CC-CEDICT) join every keyword call (SEARCH_QUERY_BRIDGE)"
     reads = ("req",)
-    writes = ("run", "bridged")
+    writes = ("bridged",)  # the retrieve stage's engines search them
     applies = When(setting="SEARCH_QUERY_BRIDGE", pattern=_HAN_RUN)
 
     def run(self, found: Found) -> None:
         found.bridged = english_terms(found.req.query)
-        if found.bridged:
-            found.run = found.run.with_bridge(found.bridged)
 
 
 def applies(query: str) -> bool:

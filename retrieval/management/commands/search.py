@@ -6,7 +6,7 @@ from retrieval import warmup
 from retrieval.request import METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from retrieval.search.pipeline import explain
-from retrieval.search.ranking import merged
+from retrieval.search.pipeline import merged
 from retrieval.search.order import PIPELINE
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
