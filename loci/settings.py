@@ -241,7 +241,7 @@ SPECTACULAR_SETTINGS = {
     # One name per choice set used by several fields; without these, every schema load warns.
     "ENUM_NAME_OVERRIDES": {
         "SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
-        "AgentMemoryTypeEnum": "retrieval.search.agent_memory.KINDS",
+        "AgentMemoryTypeEnum": "retrieval.search.memory_kinds.AGENT_KINDS",
         "EntityTypeEnum": "entities.models.Entity.Type",
         "ExtractionModeEnum": ["deterministic", "llm"],  # what created a memory, profile item or mention
     },
