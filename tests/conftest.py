@@ -164,12 +164,19 @@ def api_client(key: str | None = None, user=None):
 # and the Milvus 2.3 server (tests/index_fixtures.py). Everything else a test starts (ports, var dirs,
 # PostgreSQL databases, Redis databases, RabbitMQ vhosts) is its own, so any two tests may run at once.
 XDIST_GROUPS = {"console": "console-installation", "milvus_server": "milvus-server", "real_llm_server": "real-llm"}
+# Modules whose module-scoped fixture is costly (a server with its worker, a model built or loaded, texts
+# encoded): spread over three processes, each process started its own (the client library's server three
+# times, 13-19 s each); kept in one process, it is made once.
+MODULE_GROUPS = {"test_client_library", "test_mcp_server", "test_colbert_channel", "test_e5_onnx", "test_e5_rerank",
+                 "test_milvus_lite_server"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         group = next((g for fixture, g in XDIST_GROUPS.items() if fixture in item.fixturenames), None)
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        group = group or (module.removeprefix("test_").replace("_", "-") if module in MODULE_GROUPS else None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
             if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
