@@ -186,6 +186,7 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
             plan["facts"] = (replace(base, kinds=("atomic_fact",)), n_episodes)
         plan["episodes"] = (replace(base, kinds=summaries.episode_kinds(req)), n_episodes)
     engines.start_embedding()
+    engines.let_embedding_begin()  # the longest pole first: then the BM25 calls, the database reads
     sparse = engines.start_bm25_many(plan)  # one leaf task per engine for every list
     dense = engines.start_dense_many(plan)
     lifted = [plan[key][1] for key in ("chunks", "facts") if key in plan]
