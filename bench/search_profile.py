@@ -58,7 +58,7 @@ def instrument() -> None:
     from retrieval.backends.sqlite_fts import SqliteKeywordIndex
     from retrieval.backends.tantivy_keywords import TantivyKeywordIndex
     from retrieval.embeddings.cache import CachedEmbedder
-    from retrieval.search import entity_recall, flat, hybrid, memory_kinds, ranking, response, scoring
+    from retrieval.search import hybrid, memory_kinds, pipeline, scoring
 
     MilvusVectorIndex.search = _timed("engine: vector search", MilvusVectorIndex.search)
     SqliteVectorIndex.search_many = _timed("engine: vector search", SqliteVectorIndex.search_many)
@@ -72,18 +72,14 @@ def instrument() -> None:
     hybrid.CosineShifts.__call__ = _timed("db: cosine-shift texts", hybrid.CosineShifts.__call__)
     hybrid.entity_recall = _timed("stage: entity_recall (DB)", hybrid.entity_recall)
     hybrid.pulled_in = _timed("stage: entity pulled_in", hybrid.pulled_in)
-    del entity_recall  # imported by name into hybrid, patched there
-    response.mrag = _timed("stage: response.mrag (hydration)", response.mrag)
-    response.flat = _timed("stage: response.flat (hydration)", response.flat)
-    flat.response = response
-    for name in ("load_memories", "texts", "raw_messages"):
+    for name in ("mrag_response", "flat_response", "load_memories", "texts", "raw_messages"):
         setattr(results, name, _timed(f"db: results.{name}", getattr(results, name)))
     import retrieval.search as search_pkg
 
     search_pkg.add_profiles_and_foresight = _timed("stage: profiles and foresight", memory_kinds.add_profiles_and_foresight)
     search_pkg.permission_filter = _timed("stage: permission_filter", search_pkg.permission_filter)
-    ranking.assign_ranks = _timed("stage: assign_ranks", ranking.assign_ranks)
-    from retrieval.search.stages import PIPELINE
+    pipeline.assign_ranks = _timed("stage: assign_ranks", pipeline.assign_ranks)
+    from retrieval.search.order import PIPELINE
 
     for stage in PIPELINE:  # every pipeline stage's whole time (tense, the floor, raw messages…)
         stage.run = _timed(f"pipeline: {stage.name}", stage.run)

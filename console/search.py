@@ -11,8 +11,8 @@ from memory.models import Document
 from retrieval.highlight import highlight, query_terms
 from retrieval.request import MAX_TOP_K, METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
-from retrieval.search.ranking import LISTS
-from retrieval.search.stages import PIPELINE
+from retrieval.search.pipeline import LISTS
+from retrieval.search.order import PIPELINE
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,4 @@ class ConversationsConfig(AppConfig):
         from conversations import profiles_sync
 
         profiles_sync.connect()  # profiles follow deletes and edits of the facts they cite
-
-        from celery import signals
-
-        from conversations.job_sweeper import start_job_sweeper, stop_job_sweeper
-
-        # In the worker's main process: a job a killed worker held is sent again by the next sweep.
-        signals.worker_ready.connect(start_job_sweeper, dispatch_uid="conversations.start_job_sweeper")
-        signals.worker_shutdown.connect(stop_job_sweeper, dispatch_uid="conversations.stop_job_sweeper")
+        # The job sweeper starts in loci/worker_receivers.py, which only a worker imports.

@@ -6,13 +6,8 @@ class IngestConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # Imported here: the sweeper uses the models, which exist only once the registry is ready.
+        # The sweeper starts in loci/worker_receivers.py, which only a worker imports.
         from celery import signals
-
-        from ingest.sweeper import start_sweeper_in_worker, stop_sweeper_in_worker
-
-        signals.worker_ready.connect(start_sweeper_in_worker, dispatch_uid="ingest.start_sweeper")
-        signals.worker_shutdown.connect(stop_sweeper_in_worker, dispatch_uid="ingest.stop_sweeper")
 
         from ingest import worker_liveness
 

@@ -8,6 +8,8 @@ so they are added here once rather than on each view.
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from rest_framework import serializers
 
+from tenants import schema  # noqa: F401  registers the API-key scheme, once a schema is made
+
 
 class ErrorSerializer(serializers.Serializer):
     """Every API error: a sentence saying what to fix, and DRF's structured detail."""

@@ -1,4 +1,4 @@
-"""`python -m loci.die_with_parent PARENT_PID COMMAND…`: run COMMAND so that it dies with its parent.
+"""`python loci/die_with_parent.py PARENT_PID COMMAND…`: run COMMAND so that it dies with its parent.
 
 `up` starts every child through this. It asks Linux for a parent-death signal (prctl
 PR_SET_PDEATHSIG, kept across exec) and then becomes COMMAND, so a `kill -9` of `up` still stops
@@ -30,7 +30,7 @@ def arm(parent_pid: int, sig: int = signal.SIGTERM) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 3:
-        sys.exit("usage: python -m loci.die_with_parent PARENT_PID COMMAND…")
+        sys.exit("usage: python loci/die_with_parent.py PARENT_PID COMMAND…")
     arm(int(argv[1]))
     os.execvp(argv[2], argv[2:])
 

@@ -24,7 +24,9 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Without autodiscovery: loci/urls.py imports the admin modules, so a worker or a command that
+    # serves no page does not load every app's admin (and the domain actions they import).
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -239,7 +241,7 @@ SPECTACULAR_SETTINGS = {
     # One name per choice set used by several fields; without these, every schema load warns.
     "ENUM_NAME_OVERRIDES": {
         "SearchMethodEnum": "retrieval.request.METHODS",  # method and answered_by
-        "AgentMemoryTypeEnum": "retrieval.search.agent_memory.KINDS",
+        "AgentMemoryTypeEnum": "retrieval.search.memory_kinds.AGENT_KINDS",
         "EntityTypeEnum": "entities.models.Entity.Type",
         "ExtractionModeEnum": ["deterministic", "llm"],  # what created a memory, profile item or mention
     },
@@ -274,6 +276,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}
 )
+# Imported by a worker as it starts (and by no other process): its sweepers' and dispatcher's receivers.
+CELERY_IMPORTS = ("loci.worker_receivers",)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # a killed worker's task is re-delivered
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -6,6 +6,8 @@ from common import metrics
 from loci import health
 from loci.schema_view import SchemaView
 
+admin.autodiscover()  # settings: SimpleAdminConfig, so only the processes that serve pages load the admin
+
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics.metrics_view, name="metrics"),

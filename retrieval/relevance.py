@@ -78,9 +78,19 @@ def calibrated(signal: str, value: float) -> float:
     return platt(logit(value) if signal in ("mrag", "chunk") else value, weight, bias)
 
 
+CROSSING = (("cjk", "latin"), ("latin", "cjk"))  # (query script, item script) across languages
+
+
 def crosses(query_script: str, item_script: str) -> bool:
     """Whether an item of `item_script` (script() of its text) is across languages from the query."""
-    return (query_script, item_script) in (("cjk", "latin"), ("latin", "cjk"))
+    return (query_script, item_script) in CROSSING
+
+
+def rescored(hybrid: float, score: float, mapping) -> float:
+    """A rescoring stage's calibrated relevance: σ(a · logit(hybrid's relevance) + b · score + c), with
+    (a, b, c) its fitted map (the late-interaction and the multilingual stages)."""
+    a, b, c = mapping
+    return platt(a * logit(hybrid) + b * score, 1.0, c)
 
 
 def cosine_shift(query_script: str, text: str) -> float:

@@ -47,11 +47,12 @@ class SearchRequest:
     # appends the best of what its expansion already scored (hybrid.runners_up), so a stage
     # reorders a wider list without a second, larger search; 0: top_k only.
     candidates: int = 0
+    # top_k as a count; -1 ("everything above the similarity floor") is capped at MAX_TOP_K. Set with
+    # the request (and again by dataclasses.replace), so every stage reads an attribute.
+    limit: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def limit(self) -> int:
-        """top_k as a count; -1 ("everything above the similarity floor") is capped at MAX_TOP_K."""
-        return MAX_TOP_K if self.top_k == -1 else self.top_k
+    def __post_init__(self) -> None:
+        self.limit = MAX_TOP_K if self.top_k == -1 else self.top_k
 
 
 def parse_search_request(data: dict) -> SearchRequest:

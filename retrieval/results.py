@@ -1,4 +1,9 @@
-"""Turn index hits into response items with their sources, straight from the database."""
+"""Turn index hits into response items with their sources, straight from the database.
+
+The response shape of a search (shared/DESIGN.md) is made here too (`mrag_response`, `chunks_response`,
+`flat_response`): ranked candidates hydrated into items, only what is shown loaded, in one query per
+kind. Each item's `score` is its calibrated relevance (retrieval.relevance, the map search/scoring.py's
+`relevance` names); the method's own scores stay in `scores`."""
 
 import re
 from bisect import bisect_right
@@ -7,6 +12,7 @@ from django.db.models import Q
 
 from memory.models import Chunk, Memory, Message
 from retrieval.projection import chunk_key, memory_key
+from retrieval.relevance import calibrated
 
 RAW_MESSAGES_LIMIT = 50
 
@@ -41,7 +47,7 @@ def load_memories(scope, ids: list[str]) -> dict[str, Memory]:
     # SQLite (which has no statistics: nothing runs ANALYZE) walks the (tenant, kb, kind, status)
     # index, i.e. every memory of the KB, instead of looking the ids up (50 ms against 0.1 at 100k).
     rows = Memory.objects.filter(pk__in=pks).select_related("kb").prefetch_related("source_chunks__document")
-    return {memory_key(m.pk): m for m in rows
+    return {f"memory:{m.pk}": m for m in rows  # memory_key(m.pk), without a call per row
             if m.tenant_id == scope.tenant.pk and m.kb_id in scope.kb_ids and m.status == Memory.Status.ACTIVE}
 
 
@@ -254,3 +260,66 @@ def raw_messages(scope, kb_ids, filters: dict) -> list[dict]:
 
 def _round(scores: dict) -> dict:
     return {k: round(v, 6) if isinstance(v, float) else v for k, v in scores.items()}
+
+
+# --- the response shape of a search
+
+NESTED_FACTS = 3  # an episode no fact displaced shows its best few facts as supporting detail
+
+
+def mrag_response(scope, ranked, expander) -> dict:
+    """Hybrid's output: facts and the episodes no fact displaced, each episode with its best facts nested."""
+    nested_ids = [f.id for c in ranked if c.kind == "episode" and expander
+                  for f in expander.expanded.get(c.id, [])[:NESTED_FACTS]]
+    memories = load_memories(scope, [c.id for c in ranked] + nested_ids)
+    episodes, facts = [], []
+    for c in ranked:
+        memory = memories.get(c.id)
+        if memory is None:
+            continue
+        if c.kind == "atomic_fact":
+            facts.append(fact_item(memory, calibrated("mrag", c.score), c.scores))
+        else:
+            scored = expander.expanded.get(c.id, []) if expander else []
+            nested = [fact_item(memories[f.id], calibrated("mrag", f.score), f.scores)
+                      for f in scored[:NESTED_FACTS] if f.id in memories]
+            episodes.append(episode_item(memory, calibrated("mrag", c.score), c.scores, nested))
+    return {"episodes": episodes, "facts": facts}
+
+
+def chunks_response(scope, candidates, *, expand_context: bool) -> list[dict]:
+    loaded = load_chunks(scope, [c.id for c in candidates])
+    return [chunk_item(loaded[c.id], calibrated("chunk", c.score), c.scores, expand_context=expand_context)
+            for c in candidates if c.id in loaded]
+
+
+def flat_response(scope, scored: list[tuple[str, float, dict]], *, expand_context: bool) -> dict:
+    """Non-mRAG methods: episode hits with their fact hits nested, chunk hits apart; facts stays empty.
+
+    `scored` is (id, relevance, scores), best first.
+    A fact whose episode was not itself a hit is shown under that episode, marked `via_fact`.
+    """
+    memories = load_memories(scope, [i for i, _, _ in scored])
+    loaded_chunks = load_chunks(scope, [i for i, _, _ in scored])
+    chunk_items, own_hits, nested, order = [], {}, {}, {}
+    for item_id, score, scores in scored:
+        if item_id in loaded_chunks:
+            chunk_items.append(chunk_item(loaded_chunks[item_id], score, scores, expand_context=expand_context))
+            continue
+        memory = memories.get(item_id)
+        if memory is None:
+            continue
+        if memory.kind == "atomic_fact" and memory.parent_id:
+            key = f"memory:{memory.parent_id}"
+            nested.setdefault(key, []).append(fact_item(memory, score, scores))
+        else:
+            key = item_id
+            own_hits[key] = (memory, score, scores)
+        order.setdefault(key, score)  # the first (best) hit places the episode
+    holders = load_memories(scope, [k for k in order if k not in own_hits])
+    episodes = []
+    for key, first_score in order.items():
+        memory, score, scores = own_hits.get(key) or (holders.get(key), first_score, {"via_fact": True})
+        if memory is not None:
+            episodes.append(episode_item(memory, score, scores, nested.get(key, [])))
+    return {"episodes": episodes, "facts": [], "chunks": chunk_items}

@@ -77,6 +77,12 @@ def _warm(entry: dict) -> None:
     log.info("warm-up %s in %.1f s", entry["status"], entry["seconds"])
 
 
+def ready() -> None:
+    """Warm this process if it has not started (`start`), and wait for it to end (`wait`)."""
+    start()
+    wait()
+
+
 def wait() -> None:
     """Block until this process's warm-up has ended (at most LOCI_WARMUP_WAIT_SECONDS); no-op without one."""
     entry = _state.get(os.getpid())

@@ -8,7 +8,6 @@ class TenantsConfig(AppConfig):
     def ready(self):
         from django.contrib import admin
 
-        from tenants import schema  # noqa: F401  registers the OpenAPI auth extension
         from tenants import sign_in  # registers the failed sign-in counter
         from common import llm_usage
         from tenants import llm_usage as ledger

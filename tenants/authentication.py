@@ -21,8 +21,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if scheme.lower() != self.keyword.lower():
             return None
         # Checked before the key, so that a guesser who is locked out learns nothing from any guess.
-        counters = throttle.api_key_counters(request)
-        wait = throttle.seconds_locked(counters)
+        counters, wait = throttle.api_key_lock(request)
         if wait:
             raise exceptions.Throttled(wait=wait, detail=(
                 f"Too many failed API-key attempts from your address; try again in {throttle.describe_wait(wait)}."))
@@ -30,11 +29,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not token:
             throttle.record_failure(counters)
             raise exceptions.AuthenticationFailed("Empty bearer token.")
-        key = ApiKey.verify(token)
+        key = ApiKey.verify(token, touch=True)
         if key is None:
             throttle.record_failure(counters)
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
-        key.touch()
         # Attributable: a write names its key in the log (memory and document histories record it too);
         # reads at DEBUG, so a busy read key doesn't flood the log (its last_used_at says it is in use).
         log.log(logging.DEBUG if request.method in ("GET", "HEAD", "OPTIONS") else logging.INFO,

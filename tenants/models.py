@@ -117,14 +117,16 @@ class ApiKey(models.Model):
         return key, f"{cls.PREFIX}{key_id}_{secret}"
 
     @classmethod
-    def verify(cls, plaintext: str):
-        """The active key matching `plaintext`, or None."""
+    def verify(cls, plaintext: str, *, touch: bool = False):
+        """The active key matching `plaintext`, or None; `touch`: its use recorded (`touch`)."""
         if not plaintext.startswith(cls.PREFIX):
             return None
         key_id, _, secret = plaintext[len(cls.PREFIX):].partition("_")
         key = cls.objects.active().select_related("tenant").filter(key_id=key_id).first()
         if key is None or not secrets.compare_digest(key.secret_hash, _hash_secret(secret)):
             return None
+        if touch:
+            key.touch()
         return key
 
     @property

@@ -51,10 +51,11 @@ class SearchRateThrottle(PrincipalRateThrottle):
     scope = "search"
     setting = "LOCI_RATE_LIMIT_SEARCH"
 
-    def allow_request(self, request, view):
+    def get_cache_key(self, request, view):
+        # None: not counted (a view that does not search); asked only when the rate is set.
         if getattr(view, "throttle_scope", None) != self.scope:
-            return True
-        return super().allow_request(request, view)
+            return None
+        return super().get_cache_key(request, view)
 
 
 class SearchCpuThrottle(throttling.BaseThrottle):

@@ -51,6 +51,12 @@ def api_key_counters(request) -> list[Counter]:
     return [Counter("api-key-ip", client_address(request), settings.LOCI_API_KEY_FAILURES_PER_IP)]
 
 
+def api_key_lock(request) -> tuple[list[Counter], int]:
+    """The failed-key counters of the request's address and the seconds it is locked out for (0: not)."""
+    counters = api_key_counters(request)
+    return counters, seconds_locked(counters)
+
+
 def seconds_locked(counters: list[Counter]) -> int:
     """Seconds until every counter is below its limit again; 0 when none has reached it."""
     window, now, wait = settings.LOCI_AUTH_THROTTLE_WINDOW, clock.now(), 0

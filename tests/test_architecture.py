@@ -27,6 +27,7 @@ except a lazily loaded heavy model (HEAVY) and the registrations of an `AppConfi
 """
 
 import ast
+import functools
 import os
 import sys
 from pathlib import Path
@@ -137,6 +138,7 @@ class Imports(ast.NodeVisitor):
             self.top.add(target)
 
 
+@functools.cache  # one parse of the checkout per process: each test reads the same graph
 def import_graph():
     modules = project_modules()
     known = set(modules)
@@ -218,6 +220,7 @@ def concerns_against_the_order() -> list[str]:
     return sorted(out)
 
 
+@functools.cache
 def all_import_graph() -> dict[str, set[str]]:
     """Every import, top-level and function-local: a lazy import still closes a circle."""
     graph, local = import_graph()
@@ -245,6 +248,7 @@ def runtimes_out_of_place() -> list[str]:
     return sorted(out)
 
 
+@functools.cache
 def findings() -> dict[str, list[str]]:
     graph, local = import_graph()
     report = {"module cycles": [" <-> ".join(c) for c in cycles(graph)],

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from retrieval.search.scoring import blend, logistic_relevance, rrf
+from retrieval.search.mrag import blend
+from retrieval.search.scoring import logistic_relevance, rrf
 from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
 
 

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from retrieval.request import parse_search_request
 from retrieval.search import search
 from retrieval.search.pipeline import Found, record_trail
-from retrieval.search.ranking import LISTS
-from retrieval.search.stages import PIPELINE
+from retrieval.search.pipeline import LISTS
+from retrieval.search.order import PIPELINE
 from tenants.access import Scope
 from tenants.models import KnowledgeBase
 from tests.conftest import api_client

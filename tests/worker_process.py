@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from loci.supervision import DIE_WITH_PARENT
 from tests.index_fixtures import free_port  # noqa: F401  (tests import it from here too)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def with_parent(argv: list[str]) -> list[str]:
     when this test process dies, even by SIGKILL or an interrupted run, instead of living on with
     its port and its broker polling (killed runs used to leave web servers and workers behind).
     Linux sends it when the starting *thread* exits: start long-lived processes from the test's own."""
-    return [PYTHON, "-m", "loci.die_with_parent", str(os.getpid()), *argv]
+    return [PYTHON, str(DIE_WITH_PARENT), str(os.getpid()), *argv]
 
 
 def app_env(var_dir: Path, **overrides: str) -> dict[str, str]:

@@ -112,6 +112,15 @@ def sources(memory_pks: Iterable[str]) -> dict[str, list[str]]:
     return {pk: keys or ([f"memory:{pk}"] if pk in own else []) for pk, keys in out.items()}
 
 
+def stored_sources(memory_pks: list[str]):
+    """The model (`model`), each memory's source keys (`sources`) and the model's stored matrices of all
+    of them (`load`): what the late-interaction stage reads, in one call."""
+    colbert_model = model()
+    of_memory = sources(memory_pks) if memory_pks else {}
+    keys = list(dict.fromkeys(k for keys in of_memory.values() for k in keys))
+    return colbert_model, of_memory, load(keys, colbert_model.name)
+
+
 def texts(keys: Iterable[str], own: dict[str, str] | None = None) -> dict[str, str]:
     """The text each source key stands for (a memory's is its index row's text, from `own`)."""
     keys = list(keys)

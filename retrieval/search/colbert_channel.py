@@ -36,8 +36,8 @@ from retrieval.backends.base import IndexFilter
 from retrieval.models import TokenVectors
 from retrieval.projection import memory_key
 from retrieval.relevance import script
-from retrieval.search import colbert_partitions, scoring
-from retrieval.search.mrag import Candidate
+from retrieval.search import colbert_partitions
+from retrieval.search.mrag import Candidate, blend
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def pulled_in(fuse, engines, base: IndexFilter, recalled: list[Candidate], found
     return pulled
 
 
-def rescored_facts(found: ChannelRecall, ranked: list[Candidate], episodes: list[Candidate], score_facts,
+def rescored_facts(found: ChannelRecall, ranked: list[Candidate], episodes: list[Candidate], score_facts: dict,
                    alpha: float) -> list[Candidate]:
     """The facts citing the channel's messages that hybrid's list lacks, appended to what the rescoring
     stages read (late interaction, after hybrid's top_k and runners-up): the recall holds their
@@ -239,14 +239,13 @@ def rescored_facts(found: ChannelRecall, ranked: list[Candidate], episodes: list
     listed = {c.id for c in ranked}
     by_episode = {e.id: e for e in episodes}
     wanted = [(fid, parent) for fid, (_, parent) in found.facts.items() if fid not in listed and parent in by_episode]
-    table = score_facts(list(dict.fromkeys(parent for _, parent in wanted))) if wanted else {}
-    scored = {f.id: f for facts in table.values() for f in facts}
+    scored = {f.id: f for parent in dict.fromkeys(parent for _, parent in wanted) for f in score_facts.get(parent, [])}
     out = []
     for fid, parent in wanted:
         fact = scored.get(fid)
         if fact is None:
             continue
-        c = Candidate(fid, "atomic_fact", scoring.blend(fact.score, by_episode[parent].score, alpha), parent,
+        c = Candidate(fid, "atomic_fact", blend(fact.score, by_episode[parent].score, alpha), parent,
                       {**fact.scores, "colbert_channel": round(found.facts[fid][0], 6)})
         out.append(c)
     return out

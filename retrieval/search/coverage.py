@@ -9,8 +9,9 @@ new message takes its place. Episodes are left alone: an episode cites its whole
 its messages would cover every fact said in it. A pure function of the response.
 """
 
-from retrieval.search.ranking import LISTS
-from retrieval.search.scoring import at_most_per_key
+from django.conf import settings
+
+from retrieval.search.pipeline import HYBRIDS, LISTS, Found, When
 
 
 def message_sources(item: dict) -> frozenset:
@@ -38,14 +39,12 @@ def demote_covered(response: dict, weight: float) -> int:
     return demoted
 
 
-def spread_facts(response: dict, per_message: int) -> None:
-    """At most `per_message` facts of any one message ahead of the rest, as hybrid's own spread
-    (MRAG_FACTS_PER_MESSAGE, scoring.spread_over_messages), again after a rescoring stage re-sorted
-    the list: the late-interaction stage scores a fact by its source message, so the facts of one
-    message rise together and would fill the list again. Surplus facts follow, in score order."""
-    facts = response.get("facts")
-    if not per_message or not facts:
-        return
-    response["facts"] = at_most_per_key(facts, lambda fact: next(
-        ((s.get("session_id"), s["message_id"]) for s in fact.get("sources", []) if s.get("type") == "message"),
-        None), per_message)
+class Covered:
+    name = "covered"
+    help = "a fact whose messages the facts above it already cite is weighed down (SEARCH_COVERED_WEIGHT)"
+    reads = ("facts",)
+    writes = ("facts",)
+    applies = When(methods=HYBRIDS, weight="SEARCH_COVERED_WEIGHT")
+
+    def run(self, found: Found) -> None:
+        demote_covered(found.response, settings.SEARCH_COVERED_WEIGHT)

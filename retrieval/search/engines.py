@@ -13,9 +13,11 @@ timed out may still occupy its pool thread until the engine answers or its clien
 behind it, and reach their own deadline instead of hanging.
 """
 
+import functools
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -24,7 +26,8 @@ from django.conf import settings
 
 from common.once import once
 from retrieval import builds
-from retrieval.backends import cpu_deadline, keyword_index, vector_index
+from common.backends import DEFAULT_ALIAS, keyword_indexes, vector_indexes
+from retrieval.backends import cpu_deadline
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.embeddings import embedder
 from retrieval.search import query_bridge
@@ -76,6 +79,7 @@ class CpuBudget:
         self.seconds = seconds
         self._request_thread_start = time.thread_time()
         self.leaves = 0.0
+        self.spent = 0.0  # what the search used, set when its `cpu_budget` block ends
         self._lock = threading.Lock()
 
     def used(self) -> float:
@@ -97,19 +101,18 @@ class CpuBudget:
 _local = threading.local()
 
 
-class cpu_budget:
+@contextmanager
+def cpu_budget(seconds: float):
     """`with cpu_budget(seconds) as budget:` around one search in the request thread; 0 means no budget
-    (the CPU is still measured: `budget.used()`, which LOCI_SEARCH_CPU_PER_MINUTE charges)."""
-
-    def __init__(self, seconds: float):
-        self.budget = CpuBudget(seconds)
-
-    def __enter__(self):
-        self.outer, _local.budget = getattr(_local, "budget", None), self.budget
-        return self.budget
-
-    def __exit__(self, *exc_info):
-        _local.budget = self.outer
+    (the CPU is still measured: `budget.spent` once the block has ended, which LOCI_SEARCH_CPU_PER_MINUTE
+    charges; `budget.used()` meanwhile)."""
+    budget = CpuBudget(seconds)
+    outer, _local.budget = getattr(_local, "budget", None), budget
+    try:
+        yield budget
+    finally:
+        budget.spent = budget.used()
+        _local.budget = outer
 
 
 def _metered(engine: str, fn):
@@ -134,6 +137,7 @@ def _metered(engine: str, fn):
     return run
 
 
+@functools.cache  # after the first call a C lookup: starting a call does not enter the registry
 def _pool(engine: str) -> ThreadPoolExecutor:
     return once(("retrieval.search.engines", "pool", engine),
                 lambda: ThreadPoolExecutor(max_workers=_POOL_SIZES[engine], thread_name_prefix=f"search-{engine}"))
@@ -219,7 +223,7 @@ def wait(pending: Pending):
 @dataclass
 class Part:
     """One search's answer inside a batched leaf task: several searches of one engine, made one after
-    another in one pool task (`Engines.start_dense_many`, `start_bm25_many`), so a stage that asks
+    another in one pool task (`Engines.start_all`), so a stage that asks
     an engine several things pays one task's round trip, not one each."""
 
     batch: Pending
@@ -259,8 +263,9 @@ class Engines:
     every keyword call beside the query and merged into its hits; "" for none.
     """
 
-    def __init__(self, query: str, build: "builds.Build | None" = None, bridge: str = ""):
+    def __init__(self, query: str, build: "builds.Build | None" = None, bridge: str = "", script: str = ""):
         self.query = query
+        self.script = script  # the query's (retrieval.relevance.script), when the caller knows it; else ""
         self.build = build or builds.current().live
         self.bridge = bridge
         self._qvec_call: Pending | None = None
@@ -268,13 +273,28 @@ class Engines:
         self._qvec: list[float] | None = None
         self._prefetched: dict[IndexFilter, tuple[set, tuple[list[Hit], list[Hit]]]] = {}
 
+    # The two indexes of the build, looked up at their first call of this search (not again per call).
+    # (retrieval.backends.vector_index(build=n) and keyword_index(build=n), asked of their handlers).
+    @functools.cached_property
+    def _vector_search(self):
+        return vector_indexes.get(DEFAULT_ALIAS, build=self.build.number).search
+
+    @functools.cached_property
+    def _keyword_search(self):
+        return keyword_indexes.get(DEFAULT_ALIAS, build=self.build.number).search
+
+    def bm25_with_cosines(self, flt: IndexFilter, limit: int) -> tuple[list[Hit], dict[str, float]]:
+        """BM25's hits and, in a dense call filtered to them, the exact cosine of each."""
+        sparse = self.bm25(flt, limit)
+        if not sparse:
+            return [], {}
+        ids = tuple(h.id for h in sparse)
+        return sparse, {h.id: h.score for h in self.dense(replace(flt, ids=ids), len(ids), floor=-1.0)}
+
     def with_query(self, query: str) -> "Engines":
         """The engines of another query in the same build, bridged when this one was."""
         bridge = query_bridge.english_terms(query) if self.bridge and query_bridge.applies(query) else ""
         return Engines(query, self.build, bridge)
-
-    def with_bridge(self, bridge: str) -> "Engines":
-        return Engines(self.query, self.build, bridge)
 
     # --- starting calls (request thread)
     def start_embedding(self) -> None:
@@ -317,7 +337,7 @@ class Engines:
         hits = self._from_prefetched(flt, 0)
         if hits is not None:
             return [h for h in hits if floor is None or h.score >= floor][:limit]
-        search = vector_index(build=self.build.number).search
+        search = self._vector_search
         if self._qvec is None and self._qvec_call is not None:
             return start_after(self._qvec_call, "vector", search, flt, limit, min_score=floor)
         return start("vector", search, self.qvec(), flt, limit, min_score=floor)
@@ -326,35 +346,42 @@ class Engines:
         hits = self._from_prefetched(flt, 1)
         if hits is not None:
             return hits[:limit]
-        search = keyword_index(build=self.build.number).search
+        search = self._keyword_search
         asked = start("keyword", search, self.query, flt, limit)
         if not self.bridge:
             return asked
         # Two leaf calls on the keyword pool, joined in the request thread (`result`): no task waits on another.
         return Bridged(asked, start("keyword", search, self.bridge, flt, limit), limit)
 
-    def start_dense_many(self, plan: dict) -> dict:
-        """`start_dense` for each key's (filter, limit), those the prefetch table does not answer in
-        one leaf task, chained to the query's embedding like a single call."""
+    def start_all(self, plan: dict, floor: float | None = None) -> dict:
+        """For each key's (filter, limit) a dense and a BM25 call, as `start_both`: the BM25 calls first,
+        so they run while the query is embedded, and each engine's calls in one leaf task (those the
+        prefetch table does not answer); joined with `join_all`. The embedding, the longest pole, is
+        let begin before anything else is started (`let_embedding_begin`)."""
+        self.start_embedding()
+        self.let_embedding_begin()
+        sparse = self._start_bm25_many(plan)
+        dense = self._start_dense_many(plan, floor)
+        return {key: (dense[key], sparse[key]) for key in plan}
+
+    def _start_dense_many(self, plan: dict, floor: float | None) -> dict:
         out, calls = {}, []
         for key, (flt, limit) in plan.items():
             hits = self._from_prefetched(flt, 0)
             if hits is not None:
-                out[key] = hits[:limit]
+                out[key] = [h for h in hits if floor is None or h.score >= floor][:limit]
             else:
-                calls.append((key, ((flt, limit), {"min_score": None})))
+                calls.append((key, flt, limit))
         if len(calls) < 2:
-            return {**out, **{key: self.start_dense(*args, floor=kw["min_score"]) for key, (args, kw) in calls}}
-        run = _each(vector_index(build=self.build.number).search, [call for _, call in calls])
+            return {**out, **{key: self.start_dense(flt, limit, floor) for key, flt, limit in calls}}
+        run = _each(self._vector_search, [((flt, limit), {"min_score": floor}) for _, flt, limit in calls])
         if self._qvec is None and self._qvec_call is not None:
             batch = start_after(self._qvec_call, "vector", run)
         else:
             batch = start("vector", run, self.qvec())
-        return {**out, **{key: Part(batch, i) for i, (key, _) in enumerate(calls)}}
+        return {**out, **{key: Part(batch, i) for i, (key, _, _) in enumerate(calls)}}
 
-    def start_bm25_many(self, plan: dict) -> dict:
-        """`start_bm25` for each key's (filter, limit), those the prefetch table does not answer in
-        one leaf task (the bridged words' searches in the same task)."""
+    def _start_bm25_many(self, plan: dict) -> dict:
         out, calls = {}, []
         for key, (flt, limit) in plan.items():
             hits = self._from_prefetched(flt, 1)
@@ -365,12 +392,24 @@ class Engines:
         if len(calls) < 2:
             return {**out, **{key: self.start_bm25(flt, limit) for key, flt, limit in calls}}
         queries = [self.query, self.bridge] if self.bridge else [self.query]
-        batch = start("keyword", _each(keyword_index(build=self.build.number).search,
+        batch = start("keyword", _each(self._keyword_search,
                                        [((q, flt, limit), {}) for _, flt, limit in calls for q in queries]))
         for i, (key, _, limit) in enumerate(calls):
             parts = [Part(batch, len(queries) * i + j) for j in range(len(queries))]
             out[key] = Bridged(*parts, limit) if self.bridge else parts[0]
         return out
+
+    def join_all(self, started: dict) -> dict:
+        """Each key's (dense hits, BM25 hits) of `start_all`."""
+        return {key: (self.result(dense), self.result(sparse)) for key, (dense, sparse) in started.items()}
+
+    def join_prefetching(self, started, flt: IndexFilter, ids: set, kind: str) -> tuple[list[Hit], list[Hit]]:
+        """The (dense, BM25) hits of a `start_both`; their hits of `kind` then answer later calls for
+        any of `ids` under `flt` (`prefetch`)."""
+        both = self.result(started[0]), self.result(started[1])
+        if ids:
+            self.prefetch(flt, ids, tuple([h for h in hits if h.extra.get("kind") == kind] for hits in both))
+        return both
 
     def start_both(self, flt: IndexFilter, limit: int):
         """BM25 first, so it runs while the query is embedded; then dense."""

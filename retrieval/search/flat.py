@@ -7,7 +7,7 @@ from django.conf import settings
 from retrieval.backends.base import IndexFilter
 from retrieval.relevance import calibrated
 from retrieval.request import SearchRequest
-from retrieval.search import response
+from retrieval import results
 from retrieval.search.engines import Engines
 from retrieval.search.hybrid import ALL_ABOVE_FLOOR, CosineShifts
 
@@ -19,7 +19,7 @@ CROSS_LANGUAGE_OVERFETCH = 10
 def keyword(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
     hits = engines.bm25(_filter(req, base), req.limit)
     scored = [(h.id, calibrated("bm25", h.score), {"bm25": h.score}) for h in hits]
-    return response.flat(scope, scored, expand_context=req.expand_context)
+    return results.flat_response(scope, scored, expand_context=req.expand_context)
 
 
 def vector(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
@@ -37,7 +37,7 @@ def vector(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
         scores = {"cosine": h.score, **({"cross_language": shift[h.id]} if h.id in shift else {})}
         scored.append((h.id, calibrated("cosine", h.score + shift.get(h.id, 0.0)), scores))
     scored.sort(key=lambda s: s[1], reverse=True)  # stable: one script keeps the engine's order
-    return response.flat(scope, scored[: len(hits) if req.top_k == -1 else req.limit],
+    return results.flat_response(scope, scored[: len(hits) if req.top_k == -1 else req.limit],
                          expand_context=req.expand_context)
 
 

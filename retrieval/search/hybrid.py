@@ -2,7 +2,7 @@
 
 1. `coarse_recall` — episodes by dense and BM25 together (and, beside them, facts and chunks),
    fused by `fuse` (scored by search/scoring.py, which holds the whole formula); `episodes_of_facts` adds the episodes whose facts matched the question, and
-   the entity channel (search/entity_recall.py) those whose facts name an entity of the question, and
+   the entity channel (`entity_recall`, below) those whose facts name an entity of the question, and
    the ColBERT channel (search/colbert_channel.py) those citing the messages nearest to it by MaxSim.
 2.–4. `expand` — retrieval.search.mrag.EpisodeExpander: the two heaps, batched expansion of episodes into
    their facts (scored by `fact_scorer`), the output order; then scoring's re-weightings.
@@ -18,20 +18,19 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Substr
 
-from entities.lookup import EntityRecall
+from entities.lookup import EntityRecall, recall as lookup_entities
 from memory.models import Memory
 from retrieval import results
 from retrieval.backends.base import Hit, IndexFilter
-from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams
+from retrieval.search.mrag import Candidate, EpisodeExpander, MragParams, expanded
 from retrieval.projection import memory_key
-from retrieval.relevance import PROBE_CHARS, cosine_shift, crosses, script
+from retrieval.relevance import CROSSING, PROBE_CHARS, cosine_shift, script
 from retrieval.request import SearchRequest
 from retrieval.search import questions as candidate_questions
-from retrieval.search import response, scoring, summaries
+from retrieval.search import scoring
 from retrieval.search.engines import Engines
 from retrieval.search import colbert_channel
 from retrieval.search.colbert_channel import ChannelRecall, channel_episodes
-from retrieval.search.entity_recall import entity_episodes, entity_recall, pulled_in
 
 ALL_ABOVE_FLOOR = 16384  # Milvus' largest limit: top_k=-1 for vector search, and "every row of a filter"
 
@@ -45,8 +44,8 @@ class CosineShifts:
     says it in `extra`, learnt by `learn`; for any other item the first characters of its text are
     read from the database, one query per batch of ids. With the shift set to 0 nothing is read."""
 
-    def __init__(self, query: str):
-        self.query_script = script(query)
+    def __init__(self, query: str, query_script: str = ""):
+        self.query_script = query_script or script(query)
         self._known: dict[str, float] = {}
         self.labelled = False  # a hit said its script: the index stores them, no text is read ahead
 
@@ -59,7 +58,7 @@ class CosineShifts:
             for h in hits:
                 item_script = h.extra.get("script")
                 if item_script and h.id not in self._known:
-                    self._known[h.id] = shift if crosses(self.query_script, item_script) else 0.0
+                    self._known[h.id] = shift if (self.query_script, item_script) in CROSSING else 0.0
                     self.labelled = True
 
     @property
@@ -110,19 +109,20 @@ NO_SHIFTS = _NoShifts()
 
 def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> dict:
     want_facts = "atomic_fact" in req.memory_types
-    want_episodes = "episode" in req.memory_types or want_facts or summaries.wanted(req)
+    want_episodes = "episode" in req.memory_types or want_facts or "summary" in req.memory_types
     out = {"episodes": [], "facts": [], "chunks": []}
-    shifts = CosineShifts(req.query)
+    shifts = CosineShifts(req.query, engines.script)
     recall = coarse_recall(req, base, engines, want_episodes=want_episodes, want_facts=want_facts)
     chunks = None
     if recall.chunks is not None:  # its missing cosines run beside the episode stages' calls
         chunks = start_fuse(engines, replace(base, kinds=("chunk",)), req.limit, recall.chunks, shifts)
     if want_episodes:
-        episode_flt = replace(base, kinds=summaries.episode_kinds(req))
+        episode_flt = replace(base, kinds=episode_kinds(req))
         facts_of_recalled = None
         if recall.facts is not None:
             facts_of_recalled = prefetch_recalled(engines, episode_flt, recall.n_episodes, recall.episodes, recall.facts,
-                                                  entity_episodes(recall.entities) + channel_episodes(recall.colbert),
+                                                  entity_episodes(recall.entities) + (
+                                                      [] if recall.colbert is None else channel_episodes(recall.colbert)),
                                                   shifts)
         episodes = fuse(engines, episode_flt, recall.n_episodes, recall.episodes, shifts)
         if recall.facts is not None:
@@ -137,13 +137,13 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             e.kind = "episode"  # a summary node too: the response tells them apart by the memory's kind
         if want_facts:
             score_facts = fact_scorer(engines, base, episodes, facts_of_recalled, shifts)
-            if recall.entities is not None:
-                score_facts = scoring.boosted_facts(score_facts, recall.entities.facts)
-            expander = EpisodeExpander(_mrag_params(req), score_facts)
-            ranked = expand(expander, episodes, keep_episodes=summaries.keeps_episodes(req))
+            if recall.entities is not None:  # each fact that names an entity of the query
+                for facts in score_facts.values():
+                    scoring.boosted(facts, recall.entities.facts)
+            expander, ranked = expand(_mrag_params(req), score_facts, episodes, keep_episodes=keeps_episodes(req))
             if req.candidates > len(ranked):  # a rescoring stage reads more: what the expansion scored
                 ranked += runners_up(ranked, episodes, expander, req.candidates - len(ranked),
-                                     keep_episodes=summaries.keeps_episodes(req))
+                                     keep_episodes=keeps_episodes(req))
             if recall.colbert is not None and req.candidates > req.limit:  # read by the rescoring stages
                 ranked += colbert_channel.rescored_facts(recall.colbert, ranked, episodes, score_facts,
                                                          settings.MRAG_ALPHA)
@@ -153,10 +153,32 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
                 ranked = scoring.spread_over_messages(scope, ranked, expander, settings.MRAG_FACTS_PER_MESSAGE)
         else:
             expander, ranked = None, episodes[: req.limit]
-        out.update(response.mrag(scope, ranked, expander))
+        out.update(results.mrag_response(scope, ranked, expander))
     if chunks is not None:
-        out["chunks"] = response.chunks(scope, chunks(), expand_context=req.expand_context)
+        out["chunks"] = results.chunks_response(scope, chunks(), expand_context=req.expand_context)
     return out
+
+
+# --- summary-tree nodes (retrieval/summary_tree) join the episode lists
+# A node is a narrative over several episodes, so it competes with episodes, scored by the same fused
+# recall; it has no facts, so the expansion leaves it as it is, and the response shows it among the
+# episodes marked `memory_type: "summary"` with its level and leaves. Asked for by name (memory_types
+# "summary", alone or beside "episode"), or by every hybrid search that reads episodes when
+# SUMMARY_TREE_IN_HYBRID is on.
+
+def episode_kinds(req: SearchRequest) -> tuple[str, ...]:
+    """The index kinds hybrid's episode recall reads for this request."""
+    asked = "summary" in req.memory_types
+    if asked and not ({"episode", "atomic_fact"} & set(req.memory_types)):
+        return ("summary",)
+    if asked or settings.SUMMARY_TREE_IN_HYBRID:
+        return ("episode", "summary")
+    return ("episode",)
+
+
+def keeps_episodes(req: SearchRequest) -> bool:
+    """Whether the expansion keeps episodes (and so nodes) no fact displaced."""
+    return "episode" in req.memory_types or "summary" in req.memory_types
 
 
 # --- stage 1: coarse recall
@@ -184,17 +206,15 @@ def coarse_recall(req: SearchRequest, base: IndexFilter, engines: Engines, *, wa
     if want_episodes:
         if want_facts and p.MRAG_FACT_RECALL:
             plan["facts"] = (replace(base, kinds=("atomic_fact",)), n_episodes)
-        plan["episodes"] = (replace(base, kinds=summaries.episode_kinds(req)), n_episodes)
-    engines.start_embedding()
-    engines.let_embedding_begin()  # the longest pole first: then the BM25 calls, the database reads
-    sparse = engines.start_bm25_many(plan)  # one leaf task per engine for every list
-    dense = engines.start_dense_many(plan)
+        plan["episodes"] = (replace(base, kinds=episode_kinds(req)), n_episodes)
+    started = engines.start_all(plan)
     lifted = [plan[key][1] for key in ("chunks", "facts") if key in plan]
     matched = (candidate_questions.start(engines, base, 2 * max(lifted))  # several questions per source
-               if lifted and candidate_questions.active(engines) else None)
+               if lifted and settings.CANDIDATE_QUESTIONS and candidate_questions.active(engines) else None)
     entities = entity_recall(req.query, base) if want_episodes else None  # while the engines answer
-    colbert = colbert_channel.channel_recall(req.query, base) if want_episodes else None
-    joined = {key: (engines.result(dense[key]), engines.result(sparse[key])) for key in plan}
+    colbert = (colbert_channel.channel_recall(req.query, base)
+               if want_episodes and settings.SEARCH_COLBERT_CHANNEL else None)
+    joined = engines.join_all(started)
     if matched is not None:
         candidate_questions.lift(joined, matched)
     return Recall(n_episodes, joined.get("episodes"), joined.get("facts"), joined.get("chunks"), entities, colbert)
@@ -274,12 +294,8 @@ def prefetch_recalled(engines: Engines, episode_flt: IndexFilter, limit: int, hi
     if shifts is not None:
         shifts.learn(dense, sparse, *fact_hits)  # where the index says scripts, nothing is read ahead
         shifts.preload(flt.parent_ids)
-    both = tuple(engines.result(call) for call in started)
-    episodes, facts = ([[h for h in engine if h.extra.get("kind") == kind] for engine in both]
-                       for kind in ("episode", "atomic_fact"))
-    if unscored:
-        engines.prefetch(episode_flt, set(unscored), tuple(episodes))
-    return facts[0], facts[1]
+    both = engines.join_prefetching(started, episode_flt, set(unscored), "episode")
+    return tuple([h for h in engine if h.extra.get("kind") == "atomic_fact"] for engine in both)
 
 
 def episodes_of_facts(engines: Engines, base: IndexFilter, recalled: list[Candidate], dense: list[Hit],
@@ -305,9 +321,10 @@ def _mrag_params(req: SearchRequest) -> MragParams:
                       patience=p.MRAG_CONVERGENCE_ROUNDS)
 
 
-def expand(expander: EpisodeExpander, episodes: list[Candidate], *, keep_episodes: bool) -> list[Candidate]:
-    ranked = expander.run(episodes)
-    return ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
+def expand(params: MragParams, score_facts, episodes: list[Candidate], *,
+           keep_episodes: bool) -> tuple[EpisodeExpander, list[Candidate]]:
+    expander, ranked = expanded(params, score_facts, episodes)
+    return expander, ranked if keep_episodes else [c for c in ranked if c.kind == "atomic_fact"]
 
 
 def runners_up(ranked: list[Candidate], episodes: list[Candidate], expander: EpisodeExpander, count: int,
@@ -343,16 +360,14 @@ def runners_up(ranked: list[Candidate], episodes: list[Candidate], expander: Epi
 
 def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], hits: Hits | None = None,
                 shifts=NO_SHIFTS):
-    """Stage 3's scorer. Every fact of the recalled episodes is scored against the query up front,
-    in one dense and one BM25 call (both filtered to those episodes), or taken from `hits` (their
-    result, from `prefetch_recalled`), so each expansion round reads a table instead of querying
-    the engines again. Each fact's score is `scoring.fact_score`."""
+    """Stage 3's table: every fact of the recalled episodes scored against the query up front, in one
+    dense and one BM25 call (both filtered to those episodes), or taken from `hits` (their result,
+    from `prefetch_recalled`), so each expansion round reads the table instead of querying the
+    engines again. Each fact's score is `scoring.fact_score`; episode id -> its facts."""
     if hits is None:
         flt = replace(base, kinds=("atomic_fact",), parent_ids=tuple(e.id for e in episodes))
-        engines.start_embedding()
-        sparse = engines.start_bm25(flt, ALL_ABOVE_FLOOR)
-        dense = engines.start_dense(flt, ALL_ABOVE_FLOOR, floor=-1.0)  # a parent filter: exact
-        hits = engines.result(dense), engines.result(sparse)
+        started = engines.start_all({"facts": (flt, ALL_ABOVE_FLOOR)}, floor=-1.0)  # a parent filter: exact
+        hits = engines.join_all(started)["facts"]
     dense, bm25 = hits[0], {h.id: h.score for h in hits[1]}
     shifts.learn(dense)
     shift = shifts([h.id for h in dense if h.extra.get("parent_id")])
@@ -367,4 +382,29 @@ def fact_scorer(engines: Engines, base: IndexFilter, episodes: list[Candidate], 
         if hit.id in shift:
             scores["cross_language"] = shift[hit.id]
         table.setdefault(parent, []).append(Candidate(hit.id, "atomic_fact", score, parent, scores))
-    return lambda episode_ids: {e: table.get(e, []) for e in episode_ids}
+    return table
+
+
+# --- the entity channel: the entities a query names (entities/lookup.py)
+# Stage 1 gains the episodes of the facts that name an entity of the query (scored by dense and BM25
+# like every recalled episode); every recalled episode and scored fact that names one gains
+# MRAG_ENTITY_WEIGHT times its entity score (scoring.boosted), shown as `scores["entity"]`.
+
+def entity_recall(query: str, base: IndexFilter) -> EntityRecall | None:
+    """The channel's lookup (a database query in the request thread), or None when it is switched off."""
+    return lookup_entities(query, base) if settings.MRAG_ENTITY_RECALL else None
+
+
+def entity_episodes(found: EntityRecall | None) -> list[str]:
+    """The channel's best episodes, at most MRAG_ENTITY_EPISODES: known before the recall is joined,
+    so the prefetch scores them (and their facts) in the same engine calls as the other episodes."""
+    if found is None:
+        return []
+    return sorted(found.episodes, key=lambda i: (-found.episodes[i], i))[: settings.MRAG_ENTITY_EPISODES]
+
+
+def pulled_in(fuse, engines, base: IndexFilter, recalled: list[Candidate], found: EntityRecall) -> list[Candidate]:
+    """The channel's episodes the other channels missed, fused by `fuse` like the rest."""
+    known = {e.id for e in recalled}
+    new = [i for i in entity_episodes(found) if i not in known]
+    return fuse(engines, replace(base, kinds=("episode",), ids=tuple(new)), len(new)) if new else []

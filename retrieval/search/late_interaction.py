@@ -26,21 +26,30 @@ import math
 from django.conf import settings
 
 from retrieval.backends import token_vectors
-from retrieval.relevance import logit, platt, script
-from retrieval.search.ranking import LISTS
+from retrieval.relevance import rescored, script
+from retrieval.search.pipeline import HYBRIDS, LISTS, RESULTS, Found, When
+from retrieval.search.scoring import at_most_per_key
 
 log = logging.getLogger(__name__)
 
 KEY_OF = {"facts": "memory", "episodes": "memory", "chunks": "chunk"}
 
 
+class LateInteraction:
+    name = "late_interaction"
+    help = "ColBERT MaxSim of an English query against the items' English sources (SEARCH_LATE_INTERACTION)"
+    reads = ("req", "method_used", *RESULTS)
+    writes = RESULTS
+    # Agentic answers as agentic or hybrid (method_used): either is one of HYBRIDS, as the request's method is.
+    applies = When(methods=HYBRIDS, setting="SEARCH_LATE_INTERACTION", script="latin")
+
+    def run(self, found: Found) -> None:
+        rescore(found.req.query, found.response)
+        spread_facts(found.response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
+
+
 def applies(query: str, method: str) -> bool:
-    return bool(settings.SEARCH_LATE_INTERACTION) and method in ("hybrid", "agentic") and script(query) == "latin"
-
-
-def candidates(limit: int) -> int:
-    """How many items the stage reads when it runs (top_k, then hybrid's runners-up)."""
-    return max(limit, settings.SEARCH_LATE_INTERACTION_CANDIDATES)
+    return bool(settings.SEARCH_LATE_INTERACTION) and method in HYBRIDS and script(query) == "latin"
 
 
 def text_of(item: dict) -> str:
@@ -48,8 +57,7 @@ def text_of(item: dict) -> str:
 
 
 def relevance(hybrid: float, maxsim: float) -> float:
-    a, b, c = settings.SEARCH_LATE_INTERACTION_MAP
-    return platt(a * logit(hybrid) + b * maxsim, 1.0, c)
+    return rescored(hybrid, maxsim, settings.SEARCH_LATE_INTERACTION_MAP)
 
 
 def rescore(query: str, response: dict) -> None:
@@ -71,10 +79,12 @@ def rescore(query: str, response: dict) -> None:
             response[key] = sorted(response[key], key=lambda it: it["score"], reverse=True)
 
 
-def source_keys(items: list[tuple[str, dict]]) -> list[list[str]]:
-    """Each item's sources in the projection (token_vectors.sources); a document's chunk has none."""
-    memory_pks = [str(item["id"]) for key, item in items if KEY_OF[key] == "memory"]
-    of_memory = token_vectors.sources(memory_pks) if memory_pks else {}
+def source_keys(items: list[tuple[str, dict]], of_memory: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Each item's sources in the projection (token_vectors.sources, or `of_memory`: its answer); a
+    document's chunk has none."""
+    if of_memory is None:
+        memory_pks = [str(item["id"]) for key, item in items if KEY_OF[key] == "memory"]
+        of_memory = token_vectors.sources(memory_pks) if memory_pks else {}
     return [of_memory.get(str(item["id"]), []) if KEY_OF[key] == "memory" else [] for key, item in items]
 
 
@@ -83,10 +93,10 @@ def _score(query: str, items: list[tuple[str, dict]]) -> None:
 
     if not items:
         return
-    model = token_vectors.model()
-    keys = source_keys(items)
+    model, of_memory, stored = token_vectors.stored_sources(
+        [str(item["id"]) for key, item in items if KEY_OF[key] == "memory"])
+    keys = source_keys(items, of_memory)
     wanted = list(dict.fromkeys(k for ks in keys for k in ks))
-    stored = token_vectors.load(wanted, model.name)
     missing = [k for k in wanted if k not in stored]
     if missing:  # not projected yet (or of another model): encoded now, English ones only
         own = {f"{KEY_OF[key]}:{item['id']}": text_of(item) for key, item in items}
@@ -104,3 +114,16 @@ def _score(query: str, items: list[tuple[str, dict]]) -> None:
         item["scores"]["hybrid_relevance"] = hybrid
         item["scores"]["late_interaction"] = round(score, 6)
         item["score"] = round(relevance(hybrid, score), 6)
+
+
+def spread_facts(response: dict, per_message: int) -> None:
+    """At most `per_message` facts of any one message ahead of the rest, as hybrid's own spread
+    (MRAG_FACTS_PER_MESSAGE, scoring.spread_over_messages), again after a rescoring stage re-sorted
+    the list: the late-interaction stage scores a fact by its source message, so the facts of one
+    message rise together and would fill the list again. Surplus facts follow, in score order."""
+    facts = response.get("facts")
+    if not per_message or not facts:
+        return
+    response["facts"] = at_most_per_key(facts, lambda fact: next(
+        ((s.get("session_id"), s["message_id"]) for s in fact.get("sources", []) if s.get("type") == "message"),
+        None), per_message)

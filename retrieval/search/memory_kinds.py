@@ -1,11 +1,18 @@
-"""The kinds beside episodes and facts in a search response: profile items (`profiles`) and foresight.
+"""The kinds beside episodes and facts in a search response: profile items (`profiles`), foresight and
+agent memory (`agent_memory`), added by the `memory_kinds` stage declared here.
 
 Each is its own small recall over its own index rows (kinds "profile" and "foresight"), inside the
 same permission filter as the rest, with the query embedded once for the whole search:
 - profile items that bear on the query fill `profiles` on every search that names users' memories;
 - foresight, asked for with memory_types "foresight", joins `facts` (by score) marked
   `memory_type: "foresight"` with its window; one whose window has ended is demoted
-  (EXPIRED_FORESIGHT_WEIGHT), and `filters.valid_at` keeps only those whose window holds then.
+  (EXPIRED_FORESIGHT_WEIGHT), and `filters.valid_at` keeps only those whose window holds then;
+- agent memory: the agent cases and skills that answer the query (the seed's `agent_memory`).
+  Asked for with memory_types "agent_case" / "agent_skill" (every agent's, when none is named), and
+  given whenever the search names an agent (filters.agent_id): an agent asking its memory gets what
+  it did and what it learnt. Both kinds are recalled like foresight, so they rank with facts,
+  episodes and chunks in one order. A skill's score is weighted by its maturity: a skill that keeps
+  failing ranks lower.
 """
 
 from dataclasses import replace
@@ -19,6 +26,7 @@ from django.db.models.functions import Cast
 from memory.models import Memory
 from retrieval import results
 from retrieval.backends.base import IndexFilter
+from retrieval.search.pipeline import ALWAYS, Found
 from retrieval.search.scoring import fact_score, rrf
 
 # A plan whose window has passed still answers "what did she plan?", but below what holds now:
@@ -28,6 +36,30 @@ EXPIRED_FORESIGHT_WEIGHT = 0.5
 # the engine query, before top-k. A tenant with more foresight valid at one moment than this is cut.
 MAX_VALID_AT_IDS = 2000
 PROFILE_ITEMS = 5  # profile items a search shows at most
+AGENT_KINDS = ("agent_case", "agent_skill")
+# A skill of maturity m keeps (FLOOR + (1 - FLOOR)·m) of its relevance.
+MATURITY_FLOOR = 0.7
+EVERY_AGENT_NOTE = ("memory_types asks for agent memory and filters.agent_id names no agent: the cases and skills "
+                    "of every agent are searched; name one with filters.agent_id.")
+UNBUILT_NOTE = ("memory_types asks for summaries, but summary trees are not built here (SUMMARY_TREE is off): "
+                "turn it on and run `manage.py reindex` to build them.")
+
+
+class MemoryKinds:
+    name = "memory_kinds"
+    help = "profiles, foresight and agent cases and skills join, before the floor and the ranks"
+    reads = ("req",)
+    writes = ("facts", "profiles", "agent_memory", "notes")
+    applies = ALWAYS
+
+    def run(self, found: Found) -> None:
+        add_profiles_and_foresight(found.run, found.response)  # profiles[], and foresight into facts when asked
+        found.response["agent_memory"] = agent_memory_items(found.run)
+        if every_agent(found.req):
+            found.notes = [*found.notes, EVERY_AGENT_NOTE]
+        # Summaries asked for where none are built: said in `query.notes`, not left to read as "no summary".
+        if "summary" in found.req.memory_types and not settings.SUMMARY_TREE:
+            found.notes = [*found.notes, UNBUILT_NOTE]
 
 
 def add_profiles_and_foresight(run, response: dict) -> None:
@@ -99,11 +131,9 @@ def profile_items(run) -> list[dict]:
     flt = replace(run.base, kinds=("profile",), agent_id=None, group_id=None, run_id=None)
     if run.req.filters.get("document_id") or not _has_rows(flt, Memory.Kind.PROFILE):
         return []
-    sparse = run.engines.bm25(flt, PROFILE_ITEMS * 4)
+    sparse, cos = run.engines.bm25_with_cosines(flt, PROFILE_ITEMS * 4)
     if not sparse:
         return []
-    ids = tuple(h.id for h in sparse)
-    cos = {h.id: h.score for h in run.engines.dense(replace(flt, ids=ids), len(ids), floor=-1.0)}
     scored = sorted(((h.id, _relevance(cos.get(h.id, 0.0), h.score)) for h in sparse), key=lambda r: r[1],
                     reverse=True)[:PROFILE_ITEMS]
     memories = results.load_memories(run.scope, [i for i, _ in scored])
@@ -155,3 +185,63 @@ def _fused(engines, flt: IndexFilter, limit: int) -> list[tuple[str, float, dict
 def _utc_iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
 
+
+# --- agent memory
+
+def wanted_kinds(req) -> tuple[str, ...]:
+    asked = tuple(k for k in AGENT_KINDS if k in req.memory_types)
+    if asked:
+        return asked
+    agent = req.filters.get("agent_id")
+    return AGENT_KINDS if agent and agent != "*" else ()
+
+
+def every_agent(req) -> bool:
+    """Agent memory asked for by type with no agent named: an agent's cases are all under some agent, so
+    the search looks under every agent the caller may read rather than under none (it found nothing)."""
+    return any(k in req.memory_types for k in AGENT_KINDS) and "agent_id" not in req.filters
+
+
+def agent_memory_items(run) -> list[dict]:
+    kinds = wanted_kinds(run.req)
+    if not kinds or run.req.filters.get("document_id"):
+        return []
+    flt = replace(run.base, kinds=kinds)
+    if every_agent(run.req):
+        flt = replace(flt, agent_id=None)
+    qs = Memory.objects.filter(tenant_id=flt.tenant_id, kb_id__in=flt.kb_ids, kind__in=kinds,
+                               status=Memory.Status.ACTIVE)
+    if flt.agent_id is not None:
+        qs = qs.filter(agent_id=flt.agent_id)
+    if flt.user_id is not None:
+        qs = qs.filter(user_id=flt.user_id)
+    if not qs.exists():
+        return []
+    ranked = _fused(run.engines, flt, run.req.limit)
+    memories = results.load_memories(run.scope, [i for i, _, _ in ranked])
+    items = []
+    for item_id, score, scores in ranked:
+        memory = memories.get(item_id)
+        if memory is None:
+            continue
+        if memory.kind == Memory.Kind.AGENT_SKILL:
+            weight = MATURITY_FLOOR + (1 - MATURITY_FLOOR) * float(memory.metadata.get("maturity", 0.5))
+            score, scores = score * weight, {**scores, "maturity_weight": round(weight, 4)}
+        items.append(agent_item(memory, score, scores))
+    return sorted(items, key=lambda item: item["score"], reverse=True)
+
+
+def agent_item(memory: Memory, score: float, scores: dict) -> dict:
+    meta = memory.metadata
+    item = {**results.fact_item(memory, score, scores), "memory_type": memory.kind, "text": memory.text,
+            "agent_id": memory.agent_id or None, "extraction_mode": memory.extraction_mode or "deterministic"}
+    if memory.kind == Memory.Kind.AGENT_CASE:
+        item.update({"task": meta.get("task", ""), "steps": [s["text"] for s in meta.get("steps", [])],
+                     "outcome": meta.get("outcome", ""), "outcome_label": meta.get("outcome_label", ""),
+                     "quality": meta.get("quality"), "evidence": meta.get("evidence", []),
+                     "tools": meta.get("tools", [])})
+    else:
+        item.update({"name": meta.get("name", ""), "when": meta.get("when", []), "steps": meta.get("steps", []),
+                     "pitfalls": meta.get("pitfalls", []), "maturity": meta.get("maturity"),
+                     "case_ids": meta.get("case_ids", [])})
+    return item

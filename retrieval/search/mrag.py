@@ -11,8 +11,6 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
-from retrieval.search.scoring import blend
-
 
 @dataclass
 class Candidate:
@@ -33,7 +31,14 @@ class MragParams:
     patience: int = 10  # rounds without a change to the top-N before stopping (EverOS default)
 
 
-FactScorer = Callable[[list[str]], dict[str, list[Candidate]]]
+# Each episode's facts with fact scores: a table (hybrid scores every fact of the recalled episodes up
+# front), or a function of a batch's episode ids.
+FactScorer = dict[str, list[Candidate]] | Callable[[list[str]], dict[str, list[Candidate]]]
+
+
+def blend(fact_score: float, episode_score: float, alpha: float) -> float:
+    """mRAG's final fact score: α·fact + (1−α)·episode (the seed article's α = 0.5)."""
+    return alpha * fact_score + (1.0 - alpha) * episode_score
 
 
 class EpisodeExpander:
@@ -82,7 +87,8 @@ class EpisodeExpander:
         while queue and quiet_rounds < p.patience:
             batch = [heapq.heappop(queue)[2] for _ in range(min(p.batch_size, len(queue)))]
             self.rounds += 1
-            scored = self.score_facts([e.id for e in batch])
+            scored = (self.score_facts if isinstance(self.score_facts, dict)
+                      else self.score_facts([e.id for e in batch]))
             changed = False
             for episode in batch:
                 facts = sorted(scored.get(episode.id, []), key=lambda f: f.score, reverse=True)[: p.facts_per_episode]
@@ -100,3 +106,10 @@ class EpisodeExpander:
                         evict(episode.id)
             quiet_rounds = 0 if changed else quiet_rounds + 1
         return sorted(members.values(), key=lambda c: c.score, reverse=True)
+
+
+def expanded(params: MragParams, score_facts: FactScorer, episodes: list[Candidate]) -> tuple[EpisodeExpander,
+                                                                                              list[Candidate]]:
+    """An expander of `episodes`, run: it (its `expanded` table) and the ranked candidates."""
+    expander = EpisodeExpander(params, score_facts)
+    return expander, expander.run(episodes)

@@ -22,15 +22,27 @@ import math
 from django.conf import settings
 
 from retrieval.embeddings import embedder
-from retrieval.relevance import logit, platt, script
+from retrieval.relevance import rescored, script
+from retrieval.search.pipeline import HYBRIDS, RESULTS, Found, When
 
 log = logging.getLogger(__name__)
 
 KEYS = ("facts", "episodes", "chunks")  # agent memory (cases, skills) keeps hybrid's relevance
 
 
+class Multilingual:
+    name = "multilingual"
+    help = "the multilingual reranker on Chinese and cross-language items (SEARCH_MULTILINGUAL_RERANK)"
+    reads = ("req", "method_used", *RESULTS)
+    writes = RESULTS
+    applies = When(methods=HYBRIDS, setting="SEARCH_MULTILINGUAL_RERANK")
+
+    def run(self, found: Found) -> None:
+        rescore(found.req.query, found.response)
+
+
 def applies(method: str) -> bool:
-    return bool(settings.SEARCH_MULTILINGUAL_RERANK) and method in ("hybrid", "agentic")
+    return bool(settings.SEARCH_MULTILINGUAL_RERANK) and method in HYBRIDS
 
 
 def text_of(item: dict) -> str:
@@ -43,8 +55,7 @@ def judged_here(query_script: str, text: str) -> bool:
 
 
 def relevance(hybrid: float, score: float) -> float:
-    a, b, c = settings.SEARCH_MULTILINGUAL_RERANK_MAP
-    return platt(a * logit(hybrid) + b * score, 1.0, c)
+    return rescored(hybrid, score, settings.SEARCH_MULTILINGUAL_RERANK_MAP)
 
 
 _model = None

@@ -6,6 +6,7 @@ PARTICIPANT_BONUS relevance (capped at 1), so they rank above the group's accoun
 """
 
 from memory.models import Memory
+from retrieval.search.pipeline import Found, When
 
 PARTICIPANT_BONUS = 0.2
 
@@ -30,3 +31,14 @@ def prefer_participant(response: dict, name: str) -> None:
                 item["score"] = round(min(1.0, item["score"] + PARTICIPANT_BONUS), 6)
                 item["scores"] = {**item.get("scores", {}), "participant": PARTICIPANT_BONUS}
         response[key] = sorted(response.get(key, []), key=lambda item: item["score"], reverse=True)
+
+
+class Participant:
+    name = "participant"
+    help = "results where the named participant speaks come first (filters.participant)"
+    reads = ("req", "facts", "episodes")
+    writes = ("facts", "episodes")
+    applies = When(filter="participant")
+
+    def run(self, found: Found) -> None:
+        prefer_participant(found.response, found.req.filters["participant"])

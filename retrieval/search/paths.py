@@ -24,9 +24,9 @@ from memory.models import Memory
 from retrieval.backends.base import Hit, IndexFilter
 from retrieval.search.scoring import fact_score
 from retrieval.request import SearchRequest
-from retrieval.search import response
+from retrieval import results
 from retrieval.search.engines import Engines
-from retrieval.search.entity_recall import entity_recall
+from retrieval.search.hybrid import entity_recall
 
 ANCHORS = 40  # facts and episodes anchored per level (at least 3 × top_k)
 EDGE_FACT_EPISODE = 0.05  # a fact's episode is nearly as good as the fact: it holds the fact's context
@@ -75,7 +75,7 @@ def search(scope, req: SearchRequest, base: IndexFilter, engines: Engines) -> di
             scored.append((fact_id, _score(fact_cost[fact_id]), {"path_cost": round(fact_cost[fact_id], 4),
                                                                  "entity": fact_id in via["entity"]}))
     scored.sort(key=lambda s: s[1], reverse=True)
-    return response.flat(scope, scored, expand_context=req.expand_context)
+    return results.flat_response(scope, scored, expand_context=req.expand_context)
 
 
 def _anchor_costs(engines: Engines, flt: IndexFilter, dense: list[Hit], sparse: list[Hit]) -> dict[str, float]:

@@ -30,6 +30,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from retrieval.backends.base import Hit
+from retrieval.search.pipeline import Found, When
 from retrieval.text import STOP_WORDS, _cutter
 
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
@@ -108,6 +109,17 @@ def dictionary() -> dict[str, str]:
             with opener(path, "rt", encoding="utf-8") as fh:
                 _loaded[path] = parse(fh)
         return _loaded[path]
+
+
+class QueryBridge:
+    name = "query_bridge"
+    help = "a Chinese query's words in English (CC-CEDICT) join every keyword call (SEARCH_QUERY_BRIDGE)"
+    reads = ("req",)
+    writes = ("bridged",)  # the retrieve stage's engines search them
+    applies = When(setting="SEARCH_QUERY_BRIDGE", pattern=_HAN_RUN)
+
+    def run(self, found: Found) -> None:
+        found.bridged = english_terms(found.req.query)
 
 
 def applies(query: str) -> bool:

@@ -4,6 +4,8 @@ import logging
 
 from django.conf import settings
 
+from retrieval.search.pipeline import RESULTS, Found, When
+
 log = logging.getLogger(__name__)
 
 
@@ -27,3 +29,15 @@ def rerank_items(query: str, items: list[dict], *, enabled: bool | None = None) 
                 for item, score in zip(items, scores)]
     kept = [it for it in rescored if it["scores"]["rerank"] >= settings.RERANK_MIN_SCORE]
     return sorted(kept, key=lambda it: it["score"], reverse=True)
+
+
+class Rerank:
+    name = "rerank"
+    help = "the configured reranker's score replaces the relevance (MRAG_RERANK or the request's rerank)"
+    reads = ("req", *RESULTS)
+    writes = RESULTS
+    applies = When(asks="rerank", default="MRAG_RERANK")
+
+    def run(self, found: Found) -> None:
+        for key in RESULTS:
+            found.response[key] = rerank_items(found.req.query, found.response.get(key, []))

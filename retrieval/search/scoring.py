@@ -13,11 +13,11 @@ Stage 1 scores each recalled episode (and chunk), stage 3 each fact of an expand
 cos: the cosine of the query and the item; shift: SEARCH_CROSS_LANGUAGE_COSINE_SHIFT when BM25
 cannot match across the two scripts (retrieval/relevance.py, search/hybrid.py's CosineShifts);
 bm25: its BM25 score (0 when only the dense engine found it); entity: 0..1, how strongly it names
-an entity of the query (entities/lookup.py, search/entity_recall.py). A recall list is ordered by
+an entity of the query (entities/lookup.py, search/hybrid.py's entity channel). A recall list is ordered by
 reciprocal rank fusion (`rrf`, MRAG_RRF_K), or by the score when MRAG_FUSION is "lr". After the
 final scores: at most MRAG_FACTS_PER_MESSAGE facts of one message (`spread_over_messages`), the
 late-interaction stage on English items (search/late_interaction.py), then the floor and one
-merged rank over every list (search/ranking.py). Where each default comes from: loci/search_settings.py.
+merged rank over every list (search/pipeline.py). Where each default comes from: loci/search_settings.py.
 """
 
 import math
@@ -103,19 +103,6 @@ def boosted(candidates: list, entity_scores: dict[str, float]) -> list:
         c.scores["entity"] = s
         c.score += settings.MRAG_ENTITY_WEIGHT * s
     return candidates
-
-
-def boosted_facts(score_facts, entity_scores: dict[str, float]):
-    """Stage 3's fact scorer with each fact's entity score added (a fact that names the entity asked about)."""
-    def scorer(episode_ids):
-        return {e: boosted(facts, entity_scores) for e, facts in score_facts(episode_ids).items()}
-
-    return scorer
-
-
-def blend(fact_score: float, episode_score: float, alpha: float) -> float:
-    """mRAG's final fact score: α·fact + (1−α)·episode (the seed article's α = 0.5)."""
-    return alpha * fact_score + (1.0 - alpha) * episode_score
 
 
 def _scored_pool(ranked: list, expander) -> dict:

@@ -16,6 +16,7 @@ import re
 
 from memory.models import Memory
 from retrieval import results
+from retrieval.search.pipeline import ALWAYS, Found
 
 # An episode whose fact was superseded still matches the attribute's words as well as the newer
 # one; 0.8 moves it under a comparably relevant current item without hiding what else it holds.
@@ -105,3 +106,14 @@ def _add_predecessors(run, response: dict, tense: str) -> None:
                       "superseded_by": str(memory.superseded_by_id)})
     facts.sort(key=lambda item: item["score"], reverse=True)
     del facts[max(len(shown), run.req.limit):]  # top_k still holds: an older value displaces the weakest
+
+
+class Tense:
+    name = "tense"
+    help = "\"now\" puts a current value first, \"used to\" brings back the one it replaced"
+    reads = ("req", "facts", "episodes")
+    writes = ("facts", "episodes")
+    applies = ALWAYS
+
+    def run(self, found: Found) -> None:
+        apply_tense(found.run, found.response)

@@ -6,8 +6,8 @@ from retrieval import warmup
 from retrieval.request import METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
 from retrieval.search.pipeline import explain
-from retrieval.search.ranking import merged
-from retrieval.search.stages import PIPELINE
+from retrieval.search.pipeline import merged
+from retrieval.search.order import PIPELINE
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
@@ -76,7 +76,7 @@ class Command(BaseCommand):
         for row in explain(PIPELINE):
             self.stdout.write(f"  {row['order']:>2}. {row['stage']} {'ran' if row['stage'] in ran else 'skipped':<8} "
                               f"{row['help']}")
-            self.stdout.write(f"      reads {', '.join(row['reads'])}; writes {', '.join(row['writes'])}")
+            self.stdout.write(f"      when {row['when']}; reads {', '.join(row['reads'])}; writes {', '.join(row['writes'])}")
         self.stdout.write("")
 
 
