@@ -17,8 +17,9 @@ result's badge, and every step to it is named (the "why" view reads it).
 Each stage is declared in the module that does its work; retrieval.search.order puts them in their
 one order. The stages over the lists every stage shares are declared here, beside the runner: `cut`,
 `floor` and `ranks` (one merged order over every list, below), and those whose work is
-retrieval.results' (`context`, `neighbours`, `raw_messages`). Modelled on Haystack 2.x components (declared inputs and outputs, one place that wires
-them), kept to plain functions over one object since the order is fixed per method.
+retrieval.results' (`context`, `neighbours`, `raw_messages`). Modelled on Haystack 2.x components
+(declared inputs and outputs, one place that wires them), kept to plain functions over one object
+since the order is fixed per method.
 """
 
 import re
