@@ -54,7 +54,7 @@ def permitted_scope(principal, *, tenant_slug: str | None = None, write: bool = 
 
 
 def _scope_for_key(key: ApiKey, tenant_slug, write) -> Scope:
-    if key.revoked_at is not None or (tenant_slug and tenant_slug != key.tenant.slug):
+    if not key.is_active or (tenant_slug and tenant_slug != key.tenant.slug):
         raise Http404("No such tenant.")
     if write and not key.can_write:
         raise PermissionDenied("This API key is read-only.")
