@@ -23,7 +23,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 45, GenerationMode.NEGATIVE: 45}
+# 30 of each: 2,310 requests, derandomized (45 sent ~3,400, 50-100 CPU-s of a suite that must fit 10 minutes).
+EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 30, GenerationMode.NEGATIVE: 30}
 CHECKS = {
     GenerationMode.POSITIVE: [not_a_server_error, status_code_conformance, content_type_conformance,
                               response_schema_conformance],

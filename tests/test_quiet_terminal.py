@@ -51,13 +51,13 @@ def test_an_idle_milvus_lite_client_is_not_sent_away_for_too_many_pings(tmp_path
     # Waiting out those 150 s held a test worker for 200 s; gRPC's keepalive trace shows the cause
     # itself: an idle client that sends keepalive pings at all (the old options did, at 10 s and 20 s).
     # A client given the server's loopback URI had gRPC's defaults still (the suite's Milvus Lite
-    # tests: "Too many pings" in test_milvus_lite_index.py, 2026-12-06).
+    # tests: "Too many pings" in test_milvus_lite_index.py, 2026-12-06). 22 s idle: past the old second ping.
     import subprocess
 
     from tests.worker_process import PYTHON, REPO, app_env
 
     env = app_env(tmp_path / "var", GRPC_TRACE="http_keepalive", GRPC_VERBOSITY="DEBUG")
-    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "25", named_by], cwd=REPO,
+    done = subprocess.run([PYTHON, "-c", IDLE_CLIENT, str(tmp_path / "milvus.db"), "22", named_by], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=200)
     assert done.returncode == 0 and "idle client ok" in done.stdout, done.stderr[-2000:]
     pings = [line for line in done.stderr.splitlines()
