@@ -47,7 +47,7 @@ def load_memories(scope, ids: list[str]) -> dict[str, Memory]:
     # SQLite (which has no statistics: nothing runs ANALYZE) walks the (tenant, kb, kind, status)
     # index, i.e. every memory of the KB, instead of looking the ids up (50 ms against 0.1 at 100k).
     rows = Memory.objects.filter(pk__in=pks).select_related("kb").prefetch_related("source_chunks__document")
-    return {f"memory:{m.pk}": m for m in rows  # memory_key(m.pk), without a call per row
+    return {f"memory:{m.pk}": m for m in rows  # memory_key(m.pk): the format this module reads ids in
             if m.tenant_id == scope.tenant.pk and m.kb_id in scope.kb_ids and m.status == Memory.Status.ACTIVE}
 
 

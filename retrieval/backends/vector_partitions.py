@@ -316,8 +316,8 @@ class View:
         return mask
 
     def extras(self, slots) -> list[dict]:
-        """`extra` of each slot, each field's codes read for all of them at once (a search returns
-        hundreds of hits: one numpy read per field instead of one per field and hit)."""
+        """Each slot's hit fields (`Hit.extra`), each field's codes read for all of them at once (a search
+        returns hundreds of hits: one numpy read per field instead of one per field and hit)."""
         codes_of = np.asarray(slots, dtype=np.int64)
         out = [{} for _ in range(len(codes_of))]
         for name in HIT_FIELDS:
@@ -332,15 +332,6 @@ class View:
             for item, code in zip(out, codes[codes_of].tolist()):
                 if code >= 0 and values[code]:
                     item[name] = values[code]
-        return out
-
-    def extra(self, slot: int) -> dict:
-        out = {name: self.columns[name][1][self.columns[name][0][slot]] for name in HIT_FIELDS}
-        for name in OPTIONAL_HIT_FIELDS:
-            column = self.columns.get(name)
-            code = column[0][slot] if column is not None else -1
-            if code >= 0 and column[1][code]:
-                out[name] = column[1][code]
         return out
 
 

@@ -23,11 +23,12 @@ from common.dates import resolve_relative_dates
 from retrieval import warmup
 from retrieval.relevance import script
 from retrieval.request import SearchError, SearchRequest
+from retrieval.search.coverage import Covered
 from retrieval.search.engines import EngineError, cpu_budget
 from retrieval.search.late_interaction import LateInteraction
 from retrieval.search.methods import Run, permission_filter
 from retrieval.search.order import FINISHING, RETRIEVAL
-from retrieval.search.pipeline import HYBRIDS, Found, run_stages
+from retrieval.search.pipeline import Found, run_stages
 from tenants.access import Scope
 
 __all__ = ["EngineError", "Run", "SearchError", "permission_filter", "search"]
@@ -51,8 +52,7 @@ def _stages(scope: Scope, req: SearchRequest, observe) -> dict:
     if req.reference_time is not None:  # "last Thursday" searched as the day it names, as the facts state it
         req = replace(req, query=resolve_relative_dates(req.query, req.reference_time)[0])
     found = Found(None, req, asked, limit, script=script(req.query), scope=scope)
-    covered_weight = settings.SEARCH_COVERED_WEIGHT if req.method in HYBRIDS else 1.0
-    if LateInteraction.applies(found) or covered_weight < 1.0:
+    if LateInteraction.applies(found) or Covered.applies(found):
         # The stages reorder a wider candidate list: what hybrid scored anyway, appended after its top_k
         # (asking hybrid for more items instead widens its recall and expansion: p95 3.24x at 10k).
         found.req = req = replace(req, candidates=max(limit, settings.SEARCH_LATE_INTERACTION_CANDIDATES))

@@ -1,9 +1,10 @@
 """Engine calls of one search: each a leaf task with a deadline, joined in the request thread.
 
 The rule that keeps search from deadlocking: a task on these pools calls exactly one engine (one
-search, or a batch of one stage's searches made one after another) and never waits on another task. Every stage plans its calls, starts them (`start_*`), and joins
-them (`wait`) in the thread that serves the request. A pool per engine is a bulkhead: a vector
-index that stops answering fills only the vector pool, and keyword searches go on.
+search, or a batch of one stage's searches made one after another) and never waits on another
+task. Every stage plans its calls, starts them (`start_*`), and joins them (`wait`) in the thread
+that serves the request. A pool per engine is a bulkhead: a vector index that stops answering
+fills only the vector pool, and keyword searches go on.
 
 Every join has a deadline (`SEARCH_ENGINE_TIMEOUT_SECONDS`, counted from the moment the call was
 started, so time spent queued counts). A call past its deadline raises `EngineTimeout` (HTTP 504),
@@ -222,9 +223,8 @@ def wait(pending: Pending):
 
 @dataclass
 class Part:
-    """One search's answer inside a batched leaf task: several searches of one engine, made one after
-    another in one pool task (`Engines.start_all`), so a stage that asks
-    an engine several things pays one task's round trip, not one each."""
+    """One search's answer inside a batched leaf task (`Engines.start_all`): several searches of one
+    engine made one after another in one pool task, one round trip for them all."""
 
     batch: Pending
     index: int
@@ -337,10 +337,13 @@ class Engines:
         hits = self._from_prefetched(flt, 0)
         if hits is not None:
             return [h for h in hits if floor is None or h.score >= floor][:limit]
-        search = self._vector_search
+        return self._start_vector(self._vector_search, flt, limit, min_score=floor)
+
+    def _start_vector(self, fn, *args, **kwargs):
+        """A vector leaf task `fn(query vector, *args)`, chained to the embedding while it runs."""
         if self._qvec is None and self._qvec_call is not None:
-            return start_after(self._qvec_call, "vector", search, flt, limit, min_score=floor)
-        return start("vector", search, self.qvec(), flt, limit, min_score=floor)
+            return start_after(self._qvec_call, "vector", fn, *args, **kwargs)
+        return start("vector", fn, self.qvec(), *args, **kwargs)
 
     def start_bm25(self, flt: IndexFilter, limit: int):
         hits = self._from_prefetched(flt, 1)
@@ -365,39 +368,27 @@ class Engines:
         return {key: (dense[key], sparse[key]) for key in plan}
 
     def _start_dense_many(self, plan: dict, floor: float | None) -> dict:
-        out, calls = {}, []
-        for key, (flt, limit) in plan.items():
-            hits = self._from_prefetched(flt, 0)
-            if hits is not None:
-                out[key] = [h for h in hits if floor is None or h.score >= floor][:limit]
-            else:
-                calls.append((key, flt, limit))
+        calls = [(key, flt, limit) for key, (flt, limit) in plan.items() if self._from_prefetched(flt, 0) is None]
         if len(calls) < 2:
-            return {**out, **{key: self.start_dense(flt, limit, floor) for key, flt, limit in calls}}
-        run = _each(self._vector_search, [((flt, limit), {"min_score": floor}) for _, flt, limit in calls])
-        if self._qvec is None and self._qvec_call is not None:
-            batch = start_after(self._qvec_call, "vector", run)
-        else:
-            batch = start("vector", run, self.qvec())
-        return {**out, **{key: Part(batch, i) for i, (key, _, _) in enumerate(calls)}}
+            return {key: self.start_dense(flt, limit, floor) for key, (flt, limit) in plan.items()}
+        batch = self._start_vector(_each(self._vector_search,
+                                         [((flt, limit), {"min_score": floor}) for _, flt, limit in calls]))
+        batched = {key: Part(batch, i) for i, (key, _, _) in enumerate(calls)}
+        # A key the prefetch table answers: start_dense reads it there.
+        return {key: batched.get(key) or self.start_dense(flt, limit, floor) for key, (flt, limit) in plan.items()}
 
     def _start_bm25_many(self, plan: dict) -> dict:
-        out, calls = {}, []
-        for key, (flt, limit) in plan.items():
-            hits = self._from_prefetched(flt, 1)
-            if hits is not None:
-                out[key] = hits[:limit]
-            else:
-                calls.append((key, flt, limit))
+        calls = [(key, flt, limit) for key, (flt, limit) in plan.items() if self._from_prefetched(flt, 1) is None]
         if len(calls) < 2:
-            return {**out, **{key: self.start_bm25(flt, limit) for key, flt, limit in calls}}
+            return {key: self.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
         queries = [self.query, self.bridge] if self.bridge else [self.query]
         batch = start("keyword", _each(self._keyword_search,
                                        [((q, flt, limit), {}) for _, flt, limit in calls for q in queries]))
+        batched = {}
         for i, (key, _, limit) in enumerate(calls):
             parts = [Part(batch, len(queries) * i + j) for j in range(len(queries))]
-            out[key] = Bridged(*parts, limit) if self.bridge else parts[0]
-        return out
+            batched[key] = Bridged(*parts, limit) if self.bridge else parts[0]
+        return {key: batched.get(key) or self.start_bm25(flt, limit) for key, (flt, limit) in plan.items()}
 
     def join_all(self, started: dict) -> dict:
         """Each key's (dense hits, BM25 hits) of `start_all`."""

@@ -48,10 +48,6 @@ class LateInteraction:
         spread_facts(found.response, settings.MRAG_FACTS_PER_MESSAGE)  # the stage re-sorted them
 
 
-def applies(query: str, method: str) -> bool:
-    return bool(settings.SEARCH_LATE_INTERACTION) and method in HYBRIDS and script(query) == "latin"
-
-
 def text_of(item: dict) -> str:
     return item.get("atomic_fact") or item.get("summary") or item.get("text") or ""
 

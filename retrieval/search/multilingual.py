@@ -41,10 +41,6 @@ class Multilingual:
         rescore(found.req.query, found.response)
 
 
-def applies(method: str) -> bool:
-    return bool(settings.SEARCH_MULTILINGUAL_RERANK) and method in HYBRIDS
-
-
 def text_of(item: dict) -> str:
     return item.get("atomic_fact") or item.get("summary") or item.get("text") or ""
 

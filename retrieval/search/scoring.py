@@ -84,14 +84,12 @@ def _read_weights(kind: str) -> tuple[float, float, float]:
 
 def episode_score(cos: float, bm25: float) -> float:
     """An episode's (or a chunk's) fused score: a summary scores differently from a sentence."""
-    w_cos, w_bm25, bias = _weights.get("episode") or _read_weights("episode")
-    return sigmoid(w_cos * cos + w_bm25 * bm25 + bias)
+    return logistic_relevance(cos, bm25, *(_weights.get("episode") or _read_weights("episode")))
 
 
 def fact_score(cos: float, bm25: float) -> float:
     """An atomic fact's fused score, with the facts' own weights."""
-    w_cos, w_bm25, bias = _weights.get("fact") or _read_weights("fact")
-    return sigmoid(w_cos * cos + w_bm25 * bm25 + bias)
+    return logistic_relevance(cos, bm25, *(_weights.get("fact") or _read_weights("fact")))
 
 
 def boosted(candidates: list, entity_scores: dict[str, float]) -> list:

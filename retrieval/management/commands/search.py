@@ -5,9 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from retrieval import warmup
 from retrieval.request import METHODS, SearchError, parse_search_request
 from retrieval.search import EngineError, search
-from retrieval.search.pipeline import explain
-from retrieval.search.pipeline import merged
 from retrieval.search.order import PIPELINE
+from retrieval.search.pipeline import explain, merged
 from tenants.access import Scope
 from tenants.models import KnowledgeBase, Tenant
 
